@@ -70,6 +70,10 @@ class Parser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs) -> None:
         kwargs.setdefault("formatter_class", DefaultsFormatter)
         super().__init__(*args, **kwargs)
+        # a value that starts like a negative number, with its unit (--latency -5ms), is the option's value
+        # for its check to refuse, not an option of its own ("expected one argument"); no option of Stash's
+        # looks like one
+        self._negative_number_matcher = re.compile(r"^-\.?\d")
 
     def parse_known_args(self, args=None, namespace=None):  # type: ignore[override]
         # argparse asks for the missing command before it looks at an unknown option in front of it
@@ -158,7 +162,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     show = commands.add_parser("show", help="show the stall breakdown of a stored run (or a probe set)")
     show.add_argument(
-        "run_id", help="the run id or a probe set's, or any unique part of it (the short suffix the pages show)"
+        "run_id",
+        help="the run id or a probe set's, or any unique part of it (the short suffix the pages show)",
     )
     add_format_argument(show, "run, breakdown")
     add_db_argument(show)

@@ -379,6 +379,9 @@ CASES: list[tuple[str, list[str], str]] = [
     ("cluster-rate-huge", ["cluster", "up", "--nodes", "2", "--bandwidth", "9tbit"], "--bandwidth"),
     ("cluster-latency-long", ["cluster", "up", "--nodes", "2", "--latency", "100s"], "--latency"),
     ("cluster-latency-text", ["cluster", "up", "--nodes", "2", "--latency", "soon"], "--latency"),
+    # a negative value with its unit is the option's to refuse, not an option ("expected one argument")
+    ("cluster-latency-negative", ["cluster", "up", "--nodes", "2", "--latency", "-5ms"], "duration '-5ms'"),
+    ("cluster-rate-negative", ["cluster", "up", "--nodes", "2", "--bandwidth", "-1gbit"], "'-1gbit'"),
     ("cluster-loss-over", ["cluster", "up", "--nodes", "2", "--loss", "150"], "--loss"),
     ("cluster-loss-nan", ["cluster", "up", "--nodes", "2", "--loss", "nan"], "--loss"),
     # a path ssh_config and sshd_config would split (space) or expand (%h): refused before anything is made
