@@ -33,6 +33,7 @@ from stash_core import SAFE_PATH_VALUE
 from stash_core.measure import protocol
 from stash_core.measure.error_line import error_line
 from stash_core.measure.script_cache import cache_state_thread, evict_each_read
+from stash_core.measure.script_groups import destroy_kept, end, groups_kept
 from stash_core.measure.script_hooks import StepClock, install
 from stash_core.measure.script_stop import StopRule, StopScript
 from stash_core.measure.worker_job import WorkerJob, read_worker_job
@@ -148,7 +149,7 @@ def main(argv: list[str] | None = None) -> int:
     if conclude(rank, stderr, measure, wind_up):
         return 1
     if dist.is_initialized():
-        dist.destroy_process_group()
+        destroy_kept()
     gc.collect()  # the script's loaders end their worker processes
     return 0
 
@@ -214,7 +215,7 @@ def run_script(job: WorkerJob, clock: StepClock, rule: StopRule) -> dict:
         # As in Stash's own workers (worker.py): on the CPU, the optimizer's and DDP's reach for torch's
         # compiler is served without importing it (2-3 s of CPU a process); a script that compiles, or asks
         # the compiler anything else, loads the real one at that moment. On a GPU the script runs as it is.
-        with compiler_unimported(when=cpu_only(job)), own_workers_refused():
+        with compiler_unimported(when=cpu_only(job)), own_workers_refused(), groups_kept():
             run_as_main(code, path)
     except StopScript:
         return rule.result
@@ -380,4 +381,4 @@ def _private_copy(stream):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    end(main())

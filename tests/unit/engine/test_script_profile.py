@@ -130,6 +130,22 @@ def test_a_plain_loop_with_a_costly_dataset_gives_a_cpu_stall_of_that_cost(tmp_p
     assert "CPU prep" in stdout
 
 
+def test_a_ddp_script_that_ends_by_itself_and_destroys_its_group_completes(tmp_path: Path) -> None:
+    """examples/scripts/train_ddp.py -- --steps 25: the script destroys its process group and returns, its
+    DDP model freed after; gloo's group was destructed then, holding the GIL while it joined a thread that
+    waited for the GIL, and a run hung every few launches until its time limit failed the profile."""
+    from support import REPO
+
+    script = str(REPO / "examples" / "scripts" / "train_ddp.py")
+    done = stash_main("profile", "--script", script, "--workers", "2", "--no-probes", "--no-store",
+                      "--max-phase-seconds", "5", "--target-ci", "0.2", "--progress", "none",
+                      "--out", str(tmp_path / "result.json"), "--", "--steps", "25", cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr + done.stdout
+    doc = json.loads((tmp_path / "result.json").read_text())
+    assert [phase["status"] for phase in doc["phases"]] == ["completed"] * 3
+    assert "the script ended by itself" in done.stdout
+
+
 @pytest.mark.quiet
 def test_a_ddp_script_with_two_workers_gives_an_interconnect_stall(tmp_path: Path) -> None:
     doc, _ = profile(tmp_path, DDP, "--workers", "2", "--no-probes")

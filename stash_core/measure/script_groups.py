@@ -1,0 +1,45 @@
+"""A profiled script's process groups, never destructed: the script's dist.destroy_process_group() and
+Stash's own keep the group referenced until the process ends, which it does without the interpreter's
+teardown, once the script's exit handlers have run (end).
+
+Torch's gloo group joins its threads in its destructor while holding the GIL, and one of them, freeing its
+last work, may wait for the GIL: a script that destroyed its group and then let its DDP model go (the usual
+end of a DDP script: the model's reducer held the group's last reference) hung there every few runs, or
+aborted at the interpreter's exit ("terminate called without an active exception")."""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+from collections.abc import Iterator
+from typing import NoReturn
+
+import torch.distributed as dist
+
+from stash_core.measure import protocol
+
+KEPT_GROUPS: list = []  # every group destroyed in this process, referenced until it ends
+REAL_DESTROY = dist.destroy_process_group
+
+
+def destroy_kept(group=None) -> None:
+    """dist.destroy_process_group(group), the group kept referenced (KEPT_GROUPS)."""
+    KEPT_GROUPS.append(group if group is not None else dist.group.WORLD)
+    REAL_DESTROY(group)
+
+
+@contextlib.contextmanager
+def groups_kept() -> Iterator[None]:
+    """While the script runs, its dist.destroy_process_group() is destroy_kept."""
+    dist.destroy_process_group = destroy_kept
+    try:
+        yield
+    finally:
+        dist.destroy_process_group = REAL_DESTROY
+
+
+def end(status: int) -> NoReturn:
+    """The process's end once its run is reported: the script's exit handlers run, as at an ordinary exit,
+    then the process exits without the interpreter's teardown, so no kept group is destructed."""
+    atexit._run_exitfuncs()
+    protocol.end_reported(status)
