@@ -139,7 +139,8 @@ def test_a_ddp_script_that_ends_by_itself_and_destroys_its_group_completes(tmp_p
     script = str(REPO / "examples" / "scripts" / "train_ddp.py")
     done = stash_main("profile", "--script", script, "--workers", "2", "--no-probes", "--no-store",
                       "--max-phase-seconds", "5", "--target-ci", "0.2", "--progress", "none",
-                      "--out", str(tmp_path / "result.json"), "--", "--steps", "25", cwd=tmp_path)  # fmt: skip
+                      "--out", str(tmp_path / "result.json"), "--", "--steps", "25",
+                      cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr + done.stdout
     doc = json.loads((tmp_path / "result.json").read_text())
     assert [phase["status"] for phase in doc["phases"]] == ["completed"] * 3
