@@ -44,6 +44,9 @@ MAX_TELEMETRY_POINTS_PER_METRIC = 600
 # emphasis, code, links and images, HTML and entities, LaTeX ($...$), colour directives and emoji (:red[x],
 # :smile:), tables and headings. A backslash before one shows it as itself (CommonMark's escapes).
 _INLINE_MARKUP = frozenset("\\`*_[]<>$:~|#&")
+# What GitHub-flavoured Markdown links by itself: http(s)://, www. and the @ of an e-mail address
+_LINKABLE_RE = re.compile(r"(?i)(?<=h)(?=ttps?:)|(?<=w)(?=ww\.)|(?<=@)")
+WORD_JOINER = "\u2060"  # invisible, and no line break where it stands
 # At a line's start, these begin a list, a quote or a heading's underline.
 _LINE_START_RE = re.compile(r"^(\s*)([-+=>]|\d+(?=[.)]))", re.MULTILINE)
 
@@ -72,8 +75,9 @@ def in_page_words(text: str, words: dict[str, str] | None) -> str:
 def plain(value: object) -> str:
     """Text from a file, the database, a URL or an upload, to be shown inside a page's Markdown (a caption,
     a heading, an error): its Markdown characters escaped and control characters written as \\xNN, so it
-    reads as the data it is."""
-    text = printable(str(value))
+    reads as the data it is, and no web address or e-mail address in it made a link (a word joiner inside
+    each: the pages' Markdown links them in the rendered text, past any escape)."""
+    text = _LINKABLE_RE.sub(WORD_JOINER, printable(str(value)))
     escaped = "".join(f"\\{char}" if char in _INLINE_MARKUP else char for char in text)
     return _LINE_START_RE.sub(_escape_line_start, escaped)
 
