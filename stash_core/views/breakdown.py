@@ -15,7 +15,7 @@ from stash_core import store
 from stash_core.analysis.coherence import impossible_of_stored
 from stash_core.analysis.core_sharing import core_sharing_note
 from stash_core.analysis.stalls import stall_resolved
-from stash_core.cells import plain_records
+from stash_core.cells import is_missing, plain_records
 from stash_core.decide.whatif import whatif as answer
 from stash_core.results.file import STALL_NAMES
 from stash_core.store import queries_breakdown
@@ -148,7 +148,9 @@ def add_run_labels(frame: pd.DataFrame) -> pd.DataFrame:
         workers = as_int(row_dict.get("workers_per_node"))
         nodes = as_int(row_dict.get("nodes")) or 1
         scale = f"{workers or '?'}w" + (f"x{nodes}n" if nodes > 1 else "")
-        instance = row_dict.get("instance") or NO_INSTANCE
+        instance = row_dict.get("instance")
+        # NaN, not None, where other rows have a label
+        instance = NO_INSTANCE if is_missing(instance) or not instance else instance
         batch = as_int(row_dict.get("batch_size")) or "?"
         parts = [short_model(row_dict.get("model")), f"b{batch}", scale, str(instance),
                  short_run_id(str(row_dict.get("run_id")))]  # fmt: skip

@@ -46,3 +46,18 @@ def test_a_charts_rows_say_what_their_figures_are_in(tmp_path) -> None:
     expected = {"seconds": "s per iteration", "share": "share of the iteration", "epoch_s": "s per epoch"}
     for measure, unit in expected.items():
         assert set(stall_long_frame(runs, measure)["unit"]) == {unit}, measure
+
+
+def test_a_run_without_an_instance_label_is_named_so_beside_labelled_ones() -> None:
+    """A database of labelled runs and one profiled without --instance: the charts' bars read "· nan ·"
+    (the frame holds NaN, not None, where other rows have a label)."""
+    import pandas as pd
+
+    from stash_core.views.breakdown import add_run_labels
+    from stash_core.views.common import NO_INSTANCE
+
+    frame = pd.DataFrame({"model": ["resnet10", "resnet10"], "batch_size": [8, 8], "workers_per_node": [2, 2],
+                          "nodes": [1, 1], "instance": ["lab", float("nan")],
+                          "run_id": ["20261204T230004Z-aaaa0003", "20261204T230005Z-aaaa0004"]})  # fmt: skip
+    labels = list(add_run_labels(frame)["run_label"])
+    assert "· lab ·" in labels[0] and f"· {NO_INSTANCE} ·" in labels[1] and "nan" not in labels[1]
