@@ -108,7 +108,8 @@ def request_form() -> RecommendRequest | None:
         except StashError as exc:
             said = in_page_words(str(exc), {"--input-shape ": ""})  # the field is named first
             st.error(f"Input shape: {plain(said)}", icon=":material/error:")
-            return st.session_state.get(REQUEST_KEY)
+            st.session_state.pop(REQUEST_KEY, None)  # an earlier job's answer (or error) is not this one's
+            return None
         st.session_state[REQUEST_KEY] = RecommendRequest(
             model=model,
             batch_size=int(batch_size),

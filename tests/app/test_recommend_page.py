@@ -275,6 +275,20 @@ def test_a_value_beyond_a_limit_is_named_by_the_forms_field(populated, monkeypat
     assert "Batch size per worker\\: must be at most" in errors and "batch\\_size" not in errors
 
 
+def test_a_bad_input_shape_shows_its_error_alone(populated, monkeypatch):
+    """A batch over its limit, then a good batch with a bad input shape: the page showed the input shape's
+    error beside the earlier job's batch error, for a value no longer in its field."""
+    app = _page(populated, monkeypatch)
+    app.number_input(key="rec-batch-resnet50").set_value(10_000_000)
+    app = _submit(app, 24.0)
+    assert "Batch size per worker" in " ".join(error.value for error in app.error)
+    app.number_input(key="rec-batch-resnet50").set_value(64)
+    app.text_input(key="rec-shape-resnet50").set_value("0,0,0")
+    next(button for button in app.button if button.label == "Recommend").click()
+    errors = [error.value for error in app.run().error]
+    assert len(errors) == 1 and errors[0].startswith("Input shape"), errors
+
+
 @pytest.mark.parametrize(("key", "field"), [("rec-budget", "Time budget"), ("rec-max-usd", "Cost limit")])
 def test_a_budget_beyond_its_limit_is_named_by_the_forms_field(populated, monkeypatch, key, field):
     """The page said "budget_hours: must be at most 1e+06" and "max_usd: ...", the API's names."""
