@@ -56,7 +56,7 @@ def load_workload(path: Path) -> tuple[Workload, dict[str, Any]]:
         param_bytes = _number(doc, "param_bytes")
         _check_one_size(doc, param_bytes)
     else:
-        param_bytes = _number(doc, "param_mb") * MB
+        param_bytes = _megabytes(doc, "param_mb")
     g = doc.get("g")
     if not isinstance(g, list) or len(g) != 5 or not all(_is_number(v) for v in g):
         raise UsageError("workload file: g must be a list of five numbers g1..g5")
@@ -68,7 +68,7 @@ def load_workload(path: Path) -> tuple[Workload, dict[str, Any]]:
             raise UsageError(f"workload file: {key} must be a positive number, got {_short(doc[key])}")
     workload = Workload(
         param_bytes=param_bytes,
-        solo_bandwidth_Bps=_number(doc, "solo_bandwidth_mbps") * MB,
+        solo_bandwidth_Bps=_megabytes(doc, "solo_bandwidth_mbps"),
         contention_a1=_number(doc, "a1"),
         contention_b1=_number(doc, "b1"),
         loss_g=tuple(float(v) for v in g),  # type: ignore[arg-type]
@@ -294,6 +294,15 @@ def stored_compute_s(db_path: Path, model: str, instance: str, batch_per_gpu: in
     """T_comp of a worker: the compute stall of the latest completed profile of the model on that instance
     with one worker process per GPU at the batch per GPU (a worker's GPUs compute their shares at once)."""
     return latest_compute_s(db_path, model, instance, batch_per_gpu, gpus)
+
+
+def _megabytes(doc: dict[str, Any], key: str) -> float:
+    """A figure the file gives in MB (or MB/s), in bytes; refused, named as the file has it, where the bytes
+    are past a double (1e308 MB)."""
+    value = _number(doc, key) * MB
+    if not math.isfinite(value):
+        raise UsageError(f"workload file: {key} must be a finite number of MB, got {_short(doc[key])}")
+    return value
 
 
 def _number(doc: dict[str, Any], key: str) -> float:

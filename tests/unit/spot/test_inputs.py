@@ -64,6 +64,15 @@ def test_a_field_that_must_be_positive_is_named_as_the_file_has_it(tmp_path, fie
         _load(tmp_path, **{field: value})
 
 
+@pytest.mark.parametrize("field", ["param_mb", "solo_bandwidth_mbps"])
+def test_a_figure_in_mb_past_a_double_in_bytes_is_named_as_the_file_has_it(tmp_path, field):
+    """param_mb 1e308 said "param_bytes must be a positive number, got inf": neither the field nor the value
+    the file gives."""
+    said = rf"^workload file: {field} must be a finite number of MB, got 1e\+308$"
+    with pytest.raises(UsageError, match=said):
+        _load(tmp_path, **{field: 1e308})
+
+
 def test_a_model_size_given_twice_is_one_size_or_refused(tmp_path):
     """A profile writes param_bytes; a param_mb left beside it by an older model was ignored unsaid."""
     assert _load(tmp_path, param_bytes=1_004_000).param_bytes == 1_004_000  # 1 MB as written, rounded
