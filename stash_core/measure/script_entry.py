@@ -134,6 +134,13 @@ def main(argv: list[str] | None = None) -> int:
         code = conclude(rank, stderr, lambda: script_end(clock, rule, status, gather=False), wind_up)
         REAL_EXIT(status or code)
 
+    def caught_stop() -> None:
+        """The script caught StopScript and stepped on: its run, measured when Stash stopped it, is reported
+        as such, and the process ends as at the script's os._exit, which left() reports."""
+        REAL_EXIT(conclude(rank, stderr, lambda: rule.result, wind_up))
+
+    rule.on_caught_stop = caught_stop
+
     def measure() -> dict:
         nonlocal cache
         cache = cache_state_thread(job)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Callable
 
 import torch
 import torch.distributed as dist
@@ -58,9 +59,13 @@ class StopRule:
         self.checked = 0  # iterations already all-reduced
         self.step_s: list[float] = []
         self.result: dict | None = None
+        # What ends the process where the script caught StopScript (a bare `except:`) and stepped again
+        self.on_caught_stop: Callable[[], None] | None = None
 
     def __call__(self) -> bool:
         """Called at every boundary: cheap unless a check is due. True when a check ran."""
+        if self.result is not None and self.on_caught_stop is not None:
+            self.on_caught_stop()  # its run is measured: reported as stopped, the process ended
         if self.deadline is None:
             self.deadline = time.monotonic() + self.job["max_phase_s"]
         if self.clock.iterations - self.checked < self.chunk:

@@ -147,6 +147,27 @@ def test_a_ddp_script_that_ends_by_itself_and_destroys_its_group_completes(tmp_p
     assert "the script ended by itself" in done.stdout
 
 
+def test_a_script_that_catches_every_exception_is_still_stopped(tmp_path: Path) -> None:
+    """A loop under a bare `except: continue` caught the StopScript Stash raises from the optimizer step and
+    trained on: each run failed at its time limit ("run did not finish within 212 s")."""
+    source = """
+    import torch
+    model = torch.nn.Linear(16, 4)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    x = torch.randn(8, 16)
+    for step in range(10**9):
+        try:
+            model(x).pow(2).mean().backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        except:  # noqa: E722 - the habit under test
+            continue
+    """
+    doc, _ = profile(tmp_path, source, "--workers", "1", "--stalls", "compute", "--max-phase-seconds", "8")
+    assert [phase["status"] for phase in doc["phases"]] == ["completed"] * len(doc["phases"])
+    assert doc["breakdown"]["stalls"]["compute"]["seconds"] is not None
+
+
 @pytest.mark.quiet
 def test_a_ddp_script_with_two_workers_gives_an_interconnect_stall(tmp_path: Path) -> None:
     doc, _ = profile(tmp_path, DDP, "--workers", "2", "--no-probes")
