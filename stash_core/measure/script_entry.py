@@ -359,9 +359,9 @@ def start_watchdog(job: WorkerJob, clock: StepClock, rank: int, stderr: StderrTa
                 fail(f"no optimizer step within {timeout_s:g} s of the start: the script hangs before its "
                      "first step, or needs longer (--script-start-timeout)")  # fmt: skip
             if first is not None and last is not None and now > max(first + run_s, last) + grace_s:
-                fail(f"no optimizer step for {now - last:.0f} s after step {clock.iterations + 1}, past the "
-                     f"run's {run_s:g} s: the script hangs (a deadlock, a blocked read) or pauses longer "
-                     "than that between steps")  # fmt: skip
+                fail(f"no optimizer step for {now - last:.0f} s after step {clock.iterations + 1}, over "
+                     f"{grace_s:g} s past this launch's {run_s:.3g} s of timing: the script hangs (a deadlock, "
+                     f"a blocked read) or pauses longer than {grace_s:g} s between steps")  # fmt: skip
 
     threading.Thread(target=watch, name="stash-script-watch", daemon=True).start()
     return stop
