@@ -82,8 +82,9 @@ def check_uploads(db_path: Path | str | None, files: Sequence[tuple[str, bytes]]
     if db_path is not None and run_ids:  # before the preview: a file refused here is in none of it
         stored = queries_upload.stored_run_ids(db_path, run_ids)
         for check in (check for check in checks if check.ok and check.storable):  # as Store would refuse it
+            # a stored run's content, or a new run's probe sets (which another run may hold already)
             verdicts = {doc["run_id"]: stored_verdict(db_path, doc)
-                        for doc in check.docs if doc["run_id"] in stored}  # fmt: skip
+                        for doc in check.docs if doc["run_id"] in stored or doc.get("probes")}  # fmt: skip
             if reason := next((conflict for conflict, _ in verdicts.values() if conflict), None):
                 _refuse(check, reason)
                 continue

@@ -12,6 +12,7 @@ from stash_core.store.ingest_conflicts import (
     difference_text,
     differences,
     missing_sample_parts,
+    probes_of_another_run,
     run_figures,
     sample_differences,
     sample_figures,
@@ -29,14 +30,18 @@ def figures(doc: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
 
 def stored_verdict(db_path: Path | str, doc: dict[str, Any]) -> tuple[str | None, bool]:
     """What Store would do with `doc` beside the run stored under its run_id: why it would refuse it (other
-    content; None when not stored or the same), and whether it would add samples the stored run lacks
-    (iterations, telemetry or probes of a phase it has none of: uploaded from an export without them)."""
-    run, samples = figures(doc)
+    content, or a probe set stored with another run; None when not stored or the same), and whether it would
+    add samples the stored run lacks (iterations, telemetry or probes of a phase it has none of: uploaded
+    from an export without them)."""
+    prepared = prepare_run(upgrade_result(doc), None)
+    run, samples = run_figures(prepared), sample_figures(prepared)
     with store.connect(db_path, read_only=True) as con:
         stored = stored_run_figures(con, doc["run_id"])
         stored_samples = stored_sample_figures(con, doc["run_id"]) if stored is not None else {}
+        # a new run whose probe set is another's: refused by Store, so said at the check
+        taken = probes_of_another_run(con, prepared) if stored is None else None
     if stored is None:
-        return None, False
+        return (f"run {doc['run_id']}: {taken}" if taken else None), False
     if differ := differences(stored, run) + sample_differences(stored_samples, samples):
         return (f"run {doc['run_id']} is stored with other content ({difference_text(differ)}): Store would "
                 "refuse it (to keep both, change the run_id in the file)"), False  # fmt: skip

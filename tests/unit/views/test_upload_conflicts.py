@@ -263,3 +263,26 @@ def test_a_csv_export_gives_back_every_text_as_stored(tmp_path):
                 columns = ", ".join(c for c, *_ in described if c not in ("ingested_at", "source_file"))
                 read.append(con.execute(f"SELECT {columns} FROM {table} ORDER BY {order}").fetchall())
         assert read[0] == read[1], table
+
+
+def _with_probe(run_id: str) -> dict:
+    doc = result_doc("mobilenet_v2", run_id=run_id, started_at=STARTED, seed=1)
+    measure = {"size_bytes": 4096, "repetitions": 4, "time_s": 0.001, "time_min_s": 0.00095,
+               "algbw_gbps": 0.03, "busbw_gbps": 0.03}  # fmt: skip
+    doc["probes"] = [{"probe_id": "probe-shared", "run_id": run_id, "phase": "R1", "started_at": None,
+                      "hostname": "box1", "instance": None, "backend": "gloo", "device": "cpu",
+                      "world_size": 2, "nodes": 1, "workers_per_node": 2, "link_gbps": None,
+                      "allreduce": [measure], "p2p": []}]  # fmt: skip
+    return doc
+
+
+def test_a_new_run_whose_probe_set_another_run_holds_is_refused_at_the_check(tmp_path: Path) -> None:
+    """The check said "Store 1 new run(s)"; Store then refused the file: its probe set's id was stored with
+    another run."""
+    db = tmp_path / "r.duckdb"
+    store.ingest_result(db, _with_probe(RUN_ID))
+    copy = _with_probe("20261122T090000Z-ffff0007")
+    report = views.upload.check_uploads(db, [("copy.json", json.dumps(copy).encode())])
+    assert not report.checks[0].ok, report.checks[0].reason
+    assert "probe set probe-shared belongs to run " + RUN_ID in report.checks[0].reason
+    assert report.storable_docs == []
