@@ -361,7 +361,7 @@ def start_watchdog(job: WorkerJob, clock: StepClock, rank: int, stderr: StderrTa
             if first is not None and last is not None and now > max(first + run_s, last) + grace_s:
                 fail(f"no optimizer step for {now - last:.0f} s after step {clock.iterations + 1}, over "
                      f"{grace_s:g} s past this launch's {run_s:.3g} s of timing: the script hangs (a "
-                     f"deadlock, a blocked read) or pauses longer than {grace_s:g} s between steps")  # fmt: skip
+                     f"deadlock, a blocked read) or pauses over {grace_s:g} s between steps")  # fmt: skip
 
     threading.Thread(target=watch, name="stash-script-watch", daemon=True).start()
     return stop
