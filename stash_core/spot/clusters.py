@@ -37,6 +37,7 @@ class Plan:
     cost_usd: float
     meets_budget: bool
     outside_loss_model: bool = False  # g2 b_w + g3 <= 0, or no iteration needed: the model does not hold
+    untrained: bool = False  # outside because the model has the loss below the target before any training
 
     def label(self) -> str:
         return " + ".join(f"{count} x {name}" for name, count in sorted(self.counts.items()))
@@ -96,7 +97,8 @@ def evaluate_counts(kinds: Sequence[Worker], counts: Sequence[int], times: Seque
     # also a batch at which the model says the target is reached untrained (j <= 0: a $0, 0 s "plan").
     outside = loss_scale(b_w, workload.loss_g) <= 0
     j = math.inf if outside else iterations_to_loss(b_w, r, n, target_loss, workload.loss_g)
-    outside = outside or j <= 0
+    untrained = not outside and j <= 0
+    outside = outside or untrained
     j = math.inf if outside else j
     training_s = j * t_exp + revocation_s
     return Plan(
@@ -111,6 +113,7 @@ def evaluate_counts(kinds: Sequence[Worker], counts: Sequence[int], times: Seque
         cost_usd=training_s / 3600 * usd_per_h,
         meets_budget=not outside and training_s <= budget_s,
         outside_loss_model=outside,
+        untrained=untrained,
     )
 
 

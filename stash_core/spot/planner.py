@@ -119,7 +119,8 @@ def plan_spot_cluster(
             if cheaper(plan, result.best):
                 result.best = plan
     if result.best is None:
-        result.infeasible_reason = _why_none(result, sum(o.quota for o in offered), lower, upper, budget_s)
+        result.infeasible_reason = _why_none(result, sum(o.quota for o in offered), lower, upper, budget_s,
+                                             target_loss)
     return result
 
 
@@ -207,13 +208,17 @@ def check_candidates(lower: int, top: int, pool_size: int) -> None:
         )
 
 
-def _why_none(result: PlanResult, offered: int, lower: int, upper: int, budget_s: float) -> str:
+def _why_none(result: PlanResult, offered: int, lower: int, upper: int, budget_s: float,
+              target_loss: float) -> str:  # fmt: skip
     if upper < 1:
         return "the parameter server saturates even with one worker (a1, b1 give P >= 1 at n = 1)"
     if lower > min(upper, offered):
         limit = "the parameter server's limit allows" if upper < offered else "the quotas allow"
         most = min(upper, offered)  # the budget said as a time: the page calls it a deadline
         return f"training within {budget_s:.0f} s needs {_needed(lower)} but {limit} at most {most}"
+    if result.candidates and all(plan.untrained for plan in result.candidates):
+        return (f"the loss model has the loss below the target {target_loss:g} before any training on every "
+                "cluster offered: nothing to train (a lower target, or g1..g5 refitted)")  # fmt: skip
     if all(plan.outside_loss_model for plan in result.candidates):
         return OUTSIDE_LOSS_MODEL
     fastest = min(result.candidates, key=lambda plan: plan.training_s)

@@ -305,3 +305,14 @@ def test_a_worker_bound_at_its_cap_is_said_in_words_and_an_overflowing_speed_is_
         UsageError, match="INSTANT: an iteration of .* beyond what the model can compute with"
     ):
         replan([instant], [InstanceOffer(instant, 2)], tiny, 0.1, 0.2, 100.0, **LINKS)
+
+
+def test_a_target_the_loss_starts_below_is_said_so():
+    """A target above the model's loss before any training (g1 = 100: it starts near 0.1-0.3 here) was
+    answered "the loss model does not hold at the batch sizes on offer ... refit g1..g5", the words of a
+    model that fails, where the target is met untrained."""
+    early = Workload(param_bytes=1, solo_bandwidth_Bps=1e6, contention_a1=0.1, contention_b1=0.0,
+                     loss_g=(100.0, 0.0, 10.0, 1.0, 0.0))  # fmt: skip
+    result = plan_spot_cluster(OFFERS, early, 0.5, 1e6, **LINKS)
+    assert result.best is None and all(candidate.untrained for candidate in result.candidates)
+    assert result.infeasible_reason.startswith("the loss model has the loss below the target 0.5 before any")
