@@ -150,12 +150,13 @@ def _cluster_arguments(parser: argparse.ArgumentParser) -> None:
 def cmd_remote(args) -> int:
     from dataclasses import replace
 
-    from stash_core.launch.hosts import validate_python, validate_workdir
+    from stash_core.launch.hosts import refuse_unused_user, validate_python, validate_workdir
     from stash_core.launch.ssh import parse_target, remote_check, validate_user
 
     key = Path(args.ssh_key).expanduser() if args.ssh_key else None
     config = Path(args.ssh_config).expanduser() if args.ssh_config else None
     target = parse_target(args.host, key_path=key, config_file=config)
+    refuse_unused_user(args.ssh_user, [target])
     if args.ssh_user and target.user is None:
         target = replace(target, user=validate_user(args.ssh_user))
     python = validate_python(args.python or "python3")

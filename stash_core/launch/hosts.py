@@ -131,6 +131,16 @@ class RemoteHosts:
         return int(info.get("cpu_count") or 1)
 
 
+def refuse_unused_user(user: str | None, given: list[SshTarget]) -> None:
+    """UsageError where --ssh-user is given but every host names its own user (user@host): it would be used
+    by none, as if it had not been given."""
+    if user is not None and given and all(target.user is not None for target in given):
+        named = ", ".join(f"{target.user}@{target.host}" for target in given[:3])
+        named += ", ..." if len(given) > 3 else ""
+        raise UsageError(f"--ssh-user {user}: every host names its own user ({named}), so none would use it; "
+                         "leave it out, or the user from the host")  # fmt: skip
+
+
 def hosts_from_names(
     names: list[str],
     user: str | None = None,
@@ -153,6 +163,7 @@ def hosts_from_names(
         if user is not None and target.user is None:
             target = replace(target, user=user)
         targets.append(target)
+    refuse_unused_user(user, [parse_target(name) for name in names])
     return RemoteHosts(
         targets=targets,
         python=validate_python(python or DEFAULT_REMOTE_PYTHON),

@@ -132,3 +132,16 @@ def test_hosts_that_are_all_this_machine_meet_on_loopback(monkeypatch, resolved,
     assert remote.rendezvous_addr() == master
     given = hosts.hosts_from_names(["vm", "127.0.0.1"], None, None, "python3", None, "10.1.1.1", 29500, 60)
     assert given.rendezvous_addr() == "10.1.1.1"  # a master address given is kept
+
+
+def test_an_ssh_user_that_no_host_would_use_is_refused():
+    """`--hosts root@a,bob@b --ssh-user alice` (and `remote check root@h --ssh-user alice`) ran as root and
+    bob without a word of alice; a host without a user of its own still takes it."""
+    said = r"--ssh-user alice: every host names its own user \(root@a, bob@b\)"
+    with pytest.raises(hosts.UsageError, match=said):
+        hosts.hosts_from_names(["root@a", "bob@b"], "alice", None, "python3", None, None, 29500, 60)
+    mixed = hosts.hosts_from_names(["root@a", "b"], "alice", None, "python3", None, None, 29500, 60)
+    assert [target.user for target in mixed.targets] == ["root", "alice"]
+    from stash_core.cli.main import main
+
+    assert main(["remote", "check", "root@127.0.0.1:2299", "--ssh-user", "alice"]) == 2
