@@ -19,7 +19,7 @@ from stash_core import views
 from stash_core.engine import jobs
 from stash_core.engine.job_state import measuring_processes
 from stash_core.store import examples
-from stash_core.views.common import plain
+from stash_core.views.common import plain, processes_text
 
 
 def first_steps() -> None:
@@ -69,7 +69,7 @@ def busy_elsewhere() -> bool:
         return False
     shown = "; ".join(  # labels and command lines are data, not Markdown
         [plain(job.label or job.job_id) for job in running]
-        + [f"pid {p['pid']}: {plain(p['command'][:80])}" for p in others[:3]]
+        + ([processes_text(others, limit=80)] if others else [])
     )
     st.warning(
         f"Another measurement is running on this machine ({shown}). A profile now would slow both down "

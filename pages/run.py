@@ -33,7 +33,7 @@ from stash_core.errors import UsageError
 from stash_core.spec import default_of
 from stash_core.spec_parse import MAX_NAME_CHARS
 from stash_core.userfiles import folder_problem
-from stash_core.views.common import STALL_LABELS, in_page_words, plain
+from stash_core.views.common import STALL_LABELS, in_page_words, plain, processes_text
 from stash_core.views.run_form import (
     FIRST_BATCH_SIZE,
     FIRST_SYNTHETIC_IMAGES,
@@ -68,7 +68,7 @@ def busy_notice(running: list[JobState]) -> bool:
     others = measuring_processes()
     if not others:
         return False
-    shown = "; ".join(f"pid {p['pid']}: {plain(p['command'][:120])}" for p in others[:3])
+    shown = processes_text(others)
     st.warning(
         f"Another measurement is running on this machine ({shown}). A second profile now would slow both "
         "down and skew their figures.",

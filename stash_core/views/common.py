@@ -156,3 +156,16 @@ def with_missing_shown(frame: pd.DataFrame) -> pd.DataFrame:
     for column in frame.select_dtypes(include="bool").columns:
         shown[column] = frame[column].map({True: "yes", False: "no"})
     return shown
+
+
+def processes_text(processes: list[dict], limit: int = 120, most: int = 3) -> str:
+    """The first `most` measuring processes ({"pid", "command"}) as page text: "pid N: command", each command
+    cut at a whole argument before `limit` characters, with "..." where it goes on (a cut inside an option
+    read as another option)."""
+    shown = []
+    for process in processes[:most]:
+        command = str(process["command"])
+        if len(command) > limit:
+            command = command[: command.rfind(" ", 0, limit) if " " in command[:limit] else limit] + " ..."
+        shown.append(f"pid {process['pid']}: {plain(command)}")
+    return "; ".join(shown)

@@ -47,3 +47,15 @@ def test_no_address_is_left_for_the_pages_markdown_to_link(text: str) -> None:
     assert not re.search(r"(?i)https?\\?:|www\.|@\w", shown), shown
     rendered = markdown_it.MarkdownIt("commonmark").render(shown)
     assert html.unescape(re.sub(r"<[^>]+>", "", rendered)).strip().replace("\u2060", "") == text
+
+
+def test_a_running_measurements_command_is_cut_at_a_whole_argument() -> None:
+    """The Overview cut a command at 80 characters, inside an option ("--workers )"): it read as another
+    option with no value."""
+    from stash_core.views.common import processes_text
+
+    command = "/work/main/.venv/bin/python /work/main/.venv/bin/stash profile --model resnet10 --workers 2"
+    shown = processes_text([{"pid": 7, "command": command}], limit=80)
+    assert shown == f"pid 7: {command.removesuffix(' --workers 2')} ..."
+    assert processes_text([{"pid": 7, "command": "stash profile"}]) == "pid 7: stash profile"
+    assert processes_text([{"pid": 7, "command": "x" * 200}], limit=80).endswith("x ...")
