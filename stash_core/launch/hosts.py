@@ -157,13 +157,10 @@ def hosts_from_names(
     if user is not None:
         validate_user(user)
     key = Path(key_path).expanduser() if key_path else None
-    targets = []
-    for name in names:
-        target = parse_target(name, key_path=key)
-        if user is not None and target.user is None:
-            target = replace(target, user=user)
-        targets.append(target)
-    refuse_unused_user(user, [parse_target(name) for name in names])
+    given = [parse_target(name, key_path=key) for name in names]
+    refuse_unused_user(user, given)
+    targets = [replace(target, user=user) if user is not None and target.user is None else target
+               for target in given]  # fmt: skip
     return RemoteHosts(
         targets=targets,
         python=validate_python(python or DEFAULT_REMOTE_PYTHON),
