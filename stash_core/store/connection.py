@@ -15,7 +15,6 @@ import random
 import re
 import threading
 import time
-from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -25,6 +24,13 @@ import duckdb
 from stash_core.errors import UsageError, first_line, write_failure
 from stash_core.store.dbfile import DUCKDB_MAGIC, check_database_file, refuse_foreign
 from stash_core.store.migrations import check_reader_can_take, ensure_schema, stored_schema_version
+from stash_core.store.open_here import (
+    NO_EXTENSION_FETCH,
+    SAME_PROCESS_RE,
+    callers_own,
+    counted,
+    stash_connections,
+)
 from stash_core.store.schema import DB_SCHEMA_VERSION, missing_objects, refuse_damaged, stored_columns
 from stash_core.store.schema_template import copy_schema
 from stash_core.store.writer_turn import (
@@ -39,13 +45,7 @@ _FIRST_WAIT_S = 0.02
 _LONGEST_WAIT_S = 0.5
 # A failed open costs DuckDB tens of milliseconds of CPU, so even an announced waiter does not poll faster.
 _ANNOUNCED_WAIT_S = 0.1
-_NO_EXTENSION_FETCH = {"autoinstall_known_extensions": False}
 
-# The files this process's own connect() holds open, by real path: when DuckDB refuses a connection for
-# another mode in this process and none of them is Stash's, it is a connection of the caller's (a notebook's
-# duckdb.connect), which waiting does not close.
-_OPEN_HERE: Counter[str] = Counter()
-_OPEN_HERE_LOCK = threading.Lock()
 # One storing transaction at a time in this process. Threads of one process (the dashboard's sessions, a
 # notebook's threads) share DuckDB's instance of a file, and two transactions there that only append never
 # conflict: each checked "not stored yet" before the other committed, and both appended the same samples.
@@ -72,15 +72,9 @@ def connect(
     check_reachable(path)
     wal = path.with_name(path.name + ".wal")
     wal_existed = read_only or wal.exists()  # readers never write a WAL
-    key = os.path.realpath(path)
-    with _OPEN_HERE_LOCK:  # from its first try to open: a thread refused meanwhile waits for this one
-        _OPEN_HERE[key] += 1
-    try:
+    with counted(path):
         con = _opened(path, read_only, timeout_s, wal, wal_existed)
         yield from _used_then_closed(con, path, wal, wal_existed)
-    finally:
-        with _OPEN_HERE_LOCK:
-            _OPEN_HERE[key] -= 1
 
 
 def _opened(
@@ -249,7 +243,6 @@ class DatabaseLocked(UsageError):
 # closing it this instant. The word "lock" alone, not "block": a corrupt file's message names the block it
 # failed on.
 _LOCK_RE = re.compile(r"\block(ed)?\b|different configuration|unique file handle conflict|already attached")
-_SAME_PROCESS_RE = re.compile(r"different configuration")
 _OTHER_THREAD_RE = re.compile(r"unique file handle conflict|already attached", re.IGNORECASE)
 # "could not read enough bytes": a file cut short (a copy that stopped, a full disk)
 _CORRUPT_RE = re.compile(
@@ -288,21 +281,6 @@ def check_database_path(path: Path | str) -> None:
         raise UsageError(f"cannot create database {path}: {existing} is not a writable directory")
 
 
-def held_by_caller(path: Path) -> bool:
-    """Whether a connection of this process that is not Stash's holds the file: DuckDB then refuses a
-    connection of Stash's configuration beside it (read-only, which writes nothing)."""
-    # The probe runs under the lock: a connection of Stash's opening meanwhile in another thread would be
-    # taken for the caller's, and the probe's own would refuse it.
-    with _OPEN_HERE_LOCK:
-        if _OPEN_HERE[os.path.realpath(path)]:
-            return False  # Stash's own, open for this moment only
-        try:
-            duckdb.connect(str(path), read_only=True, config=_NO_EXTENSION_FETCH).close()
-        except duckdb.Error as exc:
-            return bool(_SAME_PROCESS_RE.search(str(exc)))
-        return False
-
-
 def _open_error(path: Path, exc: duckdb.Error) -> UsageError:
     """The one line for a database that DuckDB cannot open, for another reason than a lock."""
     if path.is_dir():
@@ -323,9 +301,10 @@ def _open_with_retry(path: Path, read_only: bool, timeout_s: float) -> duckdb.Du
             if read_only:
                 step_aside_for_waiting_writer(path, deadline)
             check_database_file(path)
+            stash_before = stash_connections(path)
             try:
                 # Never fetch an extension: a file DuckDB would need one for is refused above.
-                return duckdb.connect(str(path), read_only=read_only, config=_NO_EXTENSION_FETCH)
+                return duckdb.connect(str(path), read_only=read_only, config=NO_EXTENSION_FETCH)
             except duckdb.Error as exc:
                 if not _is_lock_conflict(exc):
                     raise _open_error(path, exc) from None
@@ -333,10 +312,11 @@ def _open_with_retry(path: Path, read_only: bool, timeout_s: float) -> duckdb.Du
                 if shared is not None:
                     return shared
                 remaining_s = deadline - time.monotonic()
-                if _callers_own(path, exc):
+                callers = callers_own(path, exc, stash_before)
+                if callers:
                     remaining_s = 0  # waiting would not close it
                 if remaining_s <= 0:
-                    raise DatabaseLocked(_locked_message(path, exc, timeout_s)) from None
+                    raise DatabaseLocked(_locked_message(path, exc, timeout_s, callers)) from None
                 if announcement is None:
                     announce = announce_waiting_reader if read_only else announce_waiting_writer
                     announcement = announce(path)
@@ -355,7 +335,7 @@ def _join_this_process(path: Path, read_only: bool, exc: duckdb.Error) -> duckdb
     configuration (a `duckdb.connect(path, read_only=True)` of the user's, as docs/database.md shows):
     DuckDB shares one database per file and process, so it refuses Stash's own configuration but takes the
     default one. None when that is not the case (a writer, or the other connection writes)."""
-    if not read_only or not _SAME_PROCESS_RE.search(str(exc)):
+    if not read_only or not SAME_PROCESS_RE.search(str(exc)):
         return None
     try:
         return duckdb.connect(str(path), read_only=True)
@@ -363,21 +343,13 @@ def _join_this_process(path: Path, read_only: bool, exc: duckdb.Error) -> duckdb
         return None
 
 
-def _callers_own(path: Path, exc: duckdb.Error) -> bool:
-    """Whether DuckDB refused for a connection of this process in another mode that Stash does not hold."""
-    if not _SAME_PROCESS_RE.search(str(exc)):
-        return False
-    with _OPEN_HERE_LOCK:
-        return _OPEN_HERE[os.path.realpath(path)] <= 1  # the one now opening only
-
-
-def _locked_message(path: Path, exc: duckdb.Error, timeout_s: float) -> str:
-    if _callers_own(path, exc):
+def _locked_message(path: Path, exc: duckdb.Error, timeout_s: float, callers: bool) -> str:
+    if callers:
         return (
             f"database {path} is open in this process with another mode (a duckdb connection of your own?): "
             "close that connection first"
         )
-    if _SAME_PROCESS_RE.search(str(exc)):
+    if SAME_PROCESS_RE.search(str(exc)):
         return (
             f"database {path} is open in this process with another mode - gave up after {timeout_s:g} s; "
             "close that connection first"

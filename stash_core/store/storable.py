@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from stash_core.errors import UsageError
-from stash_core.store.connection import DatabaseLocked, check_database_path, connect, held_by_caller
+from stash_core.store.connection import DatabaseLocked, check_database_path, connect
+from stash_core.store.open_here import held_by_caller
 
 
 def check_storable(db_path: Path, named_by: str = "--db") -> None:

@@ -130,3 +130,27 @@ def test_a_read_while_another_thread_of_stash_is_still_opening_waits(db_path, re
     finally:
         writer.join(30)
     assert list(store.list_runs(db_path)["run_id"]) == ["run-a"]
+
+
+def test_a_writer_refused_by_a_stash_read_that_closes_meanwhile_tries_again(db_path, result_doc, monkeypatch):
+    """DuckDB refused the writer while a read of Stash's in another thread held the file; the read closed
+    before the refusal was judged, and it was taken for the caller's own connection (refused at once)."""
+    store.ingest_result(db_path, result_doc(run_id="run-a"))
+    reading = connection.connect(db_path, read_only=True)
+    reading.__enter__()
+    real_connect, refusals = duckdb.connect, []
+
+    def refused_then_the_read_closes(*args, **kwargs):
+        try:
+            return real_connect(*args, **kwargs)
+        except duckdb.Error:
+            if not refusals:
+                refusals.append(args)
+                reading.__exit__(None, None, None)
+            raise
+
+    monkeypatch.setattr(connection.duckdb, "connect", refused_then_the_read_closes)
+    assert store.ingest_result(db_path, result_doc(run_id="run-b")) is True
+    assert len(refusals) == 1
+    monkeypatch.undo()
+    assert set(store.list_runs(db_path)["run_id"]) == {"run-a", "run-b"}

@@ -40,17 +40,17 @@ def test_stashs_own_connection_and_a_new_database_are_fine(db_path, result_doc) 
 def test_the_callers_connection_is_probed_while_no_stash_connection_can_open(tmp_path, monkeypatch) -> None:
     # A connection of Stash's opening in another thread between the check and the probe was taken for the
     # caller's (and refused the run); the probe's own could refuse Stash's.
-    from stash_core.store import connection
+    from stash_core.store import open_here
 
     db = tmp_path / "r.duckdb"
     duckdb.connect(str(db)).close()
-    opened = connection.duckdb.connect
+    opened = open_here.duckdb.connect
     held: list[bool] = []
 
     def probe(*args, **kwargs):
-        held.append(connection._OPEN_HERE_LOCK.locked())
+        held.append(open_here.OPEN_HERE_LOCK.locked())
         return opened(*args, **kwargs)
 
-    monkeypatch.setattr(connection.duckdb, "connect", probe)
-    assert connection.held_by_caller(db) is False
+    monkeypatch.setattr(open_here.duckdb, "connect", probe)
+    assert open_here.held_by_caller(db) is False
     assert held == [True]
