@@ -94,9 +94,24 @@ def _query(con: Any, sql: str, row_cap: int) -> Any:
         return pa.table({})
     table = relation.limit(row_cap).to_arrow_table()
     for index in range(table.num_columns):
-        if not _pandas_takes(table.column(index)):
-            table = table.set_column(index, table.field(index).name, _as_text(table.column(index)))
+        column = table.column(index)
+        if _shown_wrong(column) or not _pandas_takes(column):
+            table = table.set_column(index, table.field(index).name, _as_text(column))
     return table
+
+
+def _shown_wrong(column: Any) -> bool:
+    """Columns pandas takes but a page would show as something else: an interval as a DateOffset's fields,
+    bytes as a list of numbers, NaN as a missing value ("—", which is NULL)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    kind = column.type
+    if pa.types.is_interval(kind) or pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+        return True
+    if pa.types.is_fixed_size_binary(kind):
+        return True
+    return pa.types.is_floating(kind) and bool(pc.any(pc.is_nan(column)).as_py())
 
 
 def _pandas_takes(column: Any) -> bool:

@@ -162,6 +162,20 @@ def test_values_pandas_cannot_hold_come_back_as_text(db: Path) -> None:
     assert list(row["l"]) == [1, 2]
 
 
+def test_values_a_page_would_show_as_something_else_come_back_as_duckdb_writes_them(db: Path) -> None:
+    # An interval read as a DateOffset's fields, bytes as "97,98,99" and NaN as the page's "—" for NULL.
+    result = run_readonly_query(
+        db,
+        "SELECT INTERVAL 90 MINUTE AS i, 'abc'::BLOB AS b, 'nan'::DOUBLE AS n, NULL::DOUBLE AS z, "
+        "1.5::DOUBLE AS f UNION ALL SELECT NULL, NULL, 2.5, 1.0, NULL",
+    )
+    first, second = result.frame.iloc[0], result.frame.iloc[1]
+    assert (first["i"], first["b"], first["n"]) == ("01:30:00", "abc", "nan")
+    assert second["n"] == "2.5" and second.isna()[["i", "b"]].all()
+    assert result.frame["z"].dtype.kind == "f" and result.frame["z"].isna().iloc[0]  # NULL stays missing
+    assert result.frame["f"].dtype.kind == "f"  # numbers without NaN stay numbers
+
+
 def test_an_empty_result_keeps_its_columns(db: Path) -> None:
     result = run_readonly_query(db, "SELECT run_id, model FROM runs")
     assert list(result.frame.columns) == ["run_id", "model"] and result.frame.empty
