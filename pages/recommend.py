@@ -60,7 +60,9 @@ def request_form() -> RecommendRequest | None:
             "Precision", PRECISIONS, key="rec-precision",
             help="fp32; tf32 (Ampere and later); amp: mixed precision (FP16/BF16 tensor cores)",
         )  # fmt: skip
-        epochs = first[3].number_input("Epochs", min_value=0.1, value=90.0, step=1.0, key="rec-epochs")
+        epochs = first[3].number_input(
+            "Epochs", min_value=0.1, value=90.0, step=1.0, format="%g", key="rec-epochs"
+        )
         images = first[4].number_input(
             defaults.samples_label, min_value=1, value=defaults.epoch_samples, step=1000,
             key=f"rec-samples-{defaults.kind}",

@@ -54,8 +54,8 @@ def form() -> None:
                                key="sched-generator", disabled=source == "upload")  # fmt: skip
     jobs = mid.number_input("Synthetic jobs", 1, view.MAX_PAGE_JOBS, d.SYNTHETIC_JOBS, key="sched-jobs",
                             disabled=source == "upload")  # fmt: skip
-    gap = right.number_input("Mean gap between arrivals (s)", 0.1, 86400.0, d.MEAN_GAP_S, key="sched-gap",
-                             disabled=source == "upload")  # fmt: skip
+    gap = right.number_input("Mean gap between arrivals (s)", 0.1, 86400.0, d.MEAN_GAP_S, format="%g",
+                             key="sched-gap", disabled=source == "upload")  # fmt: skip
     arrivals = left.selectbox(
         "Arrivals", ARRIVALS, index=ARRIVALS.index(d.ARRIVALS), key="sched-arrivals",
         help="poisson: continuous; batch: every job at 0 (an uploaded trace: all its jobs at once); burst: "
@@ -69,19 +69,20 @@ def form() -> None:
     nodes = mid.number_input("Nodes per switch", 1, 1000, d.CLUSTER[1], key="sched-nodes")
     gpus = right.number_input("GPUs per node", 1, 64, d.CLUSTER[2], key="sched-gpus")
     node_gbps = left.number_input(
-        "Node uplink (Gbit/s)", 0.0, 1e5, 0.0, key="sched-node-gbps",
+        "Node uplink (Gbit/s)", 0.0, 1e5, 0.0, format="%g", key="sched-node-gbps",
         help="0: no link model (fixed slowdowns, the uplink factor across switches); above 0: links shared "
         "max-min fairly, communication = ring all-reduce bytes over the rate a job gets",
     )  # fmt: skip
     ratio = mid.number_input("Switch uplink oversubscription", 0.1, 1000.0, d.OVERSUBSCRIPTION,
-                             key="sched-oversubscription",
+                             format="%g", key="sched-oversubscription",
                              help="switch uplink = nodes per switch x node uplink / this")  # fmt: skip
     reference = right.number_input(
-        "Slowdowns read at (Gbit/s)", 0.1, 1e5, d.REFERENCE, key="sched-reference",
+        "Slowdowns read at (Gbit/s)", 0.1, 1e5, d.REFERENCE, format="%g", key="sched-reference",
         help="the bandwidth a trace's network_slowdown (or Blox's penalty) holds for",
     )  # fmt: skip
     uplink_factor = left.number_input(
-        "Uplink factor (no link model)", 1.0, 1000.0, d.UPLINK_FACTOR, key="sched-uplink-factor",
+        "Uplink factor (no link model)", 1.0, 1000.0, d.UPLINK_FACTOR, format="%g",
+        key="sched-uplink-factor",
         help="without a node uplink: the network stall multiplier when crossing more switches than needed",
     )  # fmt: skip
 
@@ -94,12 +95,14 @@ def form() -> None:
         help="split: tuned on the first 30% of the jobs, reported on the rest; online: from estimates and "
         "observed waits; given: the delay and scale here",
     )  # fmt: skip
-    delay_s = mid.number_input("Delay timer (s, given)", 0.0, 1e7, d.DELAY_S, key="sched-delay")
-    scale = right.number_input("Network timer scale (given)", 0.0, 1e6, d.SCALE, key="sched-scale")
-    checkpoint_s = left.number_input("Checkpoint (s)", 0.0, 1e6, d.CHECKPOINT_S, key="sched-checkpoint",
+    delay_s = mid.number_input("Delay timer (s, given)", 0.0, 1e7, d.DELAY_S, format="%g", key="sched-delay")
+    scale = right.number_input("Network timer scale (given)", 0.0, 1e6, d.SCALE, format="%g",
+                               key="sched-scale")  # fmt: skip
+    checkpoint_s = left.number_input("Checkpoint (s)", 0.0, 1e6, d.CHECKPOINT_S, format="%g",
+                                     key="sched-checkpoint",
                                      help="preemption: save + restore, paid on restart")  # fmt: skip
     min_run_s = mid.number_input("Minimum run before preemption (s)", 0.0, 1e7, d.MIN_RUN_S,
-                                 key="sched-min-run")  # fmt: skip
+                                 format="%g", key="sched-min-run")  # fmt: skip
     if not st.button("Simulate", icon=":material/play_arrow:", type="primary"):
         return
     uploads = [(f.name, f.getvalue()) for f in files or []] if source == "upload" else None

@@ -97,12 +97,14 @@ def request_form() -> dict | None:
     target_default, deadline_default = views.spot.EXAMPLE_TARGET
     row = st.columns(4)
     target = row[0].number_input("Target loss", 0.0001, 1e6, target_default, format="%.4g", key="spot-target")
-    deadline = row[1].number_input("Deadline (s)", 1.0, 365 * 86400.0, deadline_default, key="spot-deadline")
+    deadline = row[1].number_input(
+        "Deadline (s)", 1.0, 365 * 86400.0, deadline_default, format="%g", key="spot-deadline"
+    )
     revocation = row[2].number_input(
-        "Revocation overhead in the plan (s)", 0.0, 86400.0, 0.0, key="spot-revocation",
+        "Revocation overhead in the plan (s)", 0.0, 86400.0, 0.0, format="%g", key="spot-revocation",
         help="Seconds added to the plan's training time for revocations (stash spot --revocation-s).",
     )  # fmt: skip
-    pcie = row[3].number_input("PCIe bandwidth (Gbit/s)", 0.1, 1e5, 80.0, key="spot-pcie")
+    pcie = row[3].number_input("PCIe bandwidth (Gbit/s)", 0.1, 1e5, 80.0, format="%g", key="spot-pcie")
     if st.button("Plan", icon=":material/savings:", type="primary", key="spot-plan"):
         st.session_state[REQUEST_KEY] = {"text": text, "offers": offers, "target_loss": float(target),
                                          "deadline_s": float(deadline), "revocation_s": float(revocation),
@@ -210,7 +212,9 @@ def simulation_view(request: dict) -> None:
                "contention (trained at the true speed) and against on-demand (never revoked).")  # fmt: skip
     row = st.columns([2, 1, 1, 1])
     rate = row[0].slider("Revocations per spot instance per hour", 0.0, 5.0, 0.5, 0.1, key="spot-rate")
-    lost = row[1].number_input("Seconds lost per revocation", 0.0, 86400.0, 30.0, key="spot-lost")
+    lost = row[1].number_input(
+        "Seconds lost per revocation", 0.0, 86400.0, 30.0, format="%g", key="spot-lost"
+    )
     # the command's defaults (spot-simulate, and the risk `stash spot` states): the same figures
     runs = row[2].number_input("Runs", 1, views.spot.MAX_PAGE_RUNS, RISK_RUNS, key="spot-runs")
     seed = row[3].number_input("Seed", 0, 2**31 - 1, DEFAULT_SEED, key="spot-seed")
