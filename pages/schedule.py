@@ -22,6 +22,7 @@ from stash_core.results.file import results_dir_of
 from stash_core.sched import TUNING_MODES
 from stash_core.sched import defaults as d
 from stash_core.sched.detect import FORMATS
+from stash_core.sched.fabric import MAX_GBPS, MIN_GBPS
 from stash_core.sched.generate import ARRIVALS
 from stash_core.sched.policy import DEFINITIONS, POLICIES
 from stash_core.views import schedule as view
@@ -69,7 +70,7 @@ def form() -> None:
     nodes = mid.number_input("Nodes per switch", 1, 1000, d.CLUSTER[1], key="sched-nodes")
     gpus = right.number_input("GPUs per node", 1, 64, d.CLUSTER[2], key="sched-gpus")
     node_gbps = left.number_input(
-        "Node uplink (Gbit/s)", 0.0, 1e5, 0.0, format="%g", key="sched-node-gbps",
+        "Node uplink (Gbit/s)", 0.0, MAX_GBPS, 0.0, format="%g", key="sched-node-gbps",
         help="0: no link model (fixed slowdowns, the uplink factor across switches); above 0: links shared "
         "max-min fairly, communication = ring all-reduce bytes over the rate a job gets",
     )  # fmt: skip
@@ -77,7 +78,7 @@ def form() -> None:
                              format="%g", key="sched-oversubscription",
                              help="switch uplink = nodes per switch x node uplink / this")  # fmt: skip
     reference = right.number_input(
-        "Slowdowns read at (Gbit/s)", 0.1, 1e5, d.REFERENCE, format="%g", key="sched-reference",
+        "Slowdowns read at (Gbit/s)", MIN_GBPS, MAX_GBPS, d.REFERENCE, format="%g", key="sched-reference",
         help="the bandwidth a trace's network_slowdown (or Blox's penalty) holds for",
     )  # fmt: skip
     uplink_factor = left.number_input(

@@ -118,3 +118,13 @@ def test_a_simulation_too_large_for_the_page_is_refused_with_the_command_named(t
     app = _simulate(app)
     assert not app.exception and "stash schedule" in app.error[0].value
     assert "20,000 nodes" in app.error[0].value and not db.exists()
+
+
+def test_the_link_fields_take_what_the_simulator_takes(tmp_path, monkeypatch):
+    # The page stopped node uplinks at 1e5 Gbit/s and read slowdowns from 0.1, inside the simulator's range.
+    from stash_core.sched.fabric import MAX_GBPS, MIN_GBPS
+
+    app = _page(tmp_path / "r.duckdb", monkeypatch)
+    node, reference = app.number_input(key="sched-node-gbps"), app.number_input(key="sched-reference")
+    assert (node.min, node.max) == (0.0, MAX_GBPS)  # 0: no link model
+    assert (reference.min, reference.max) == (MIN_GBPS, MAX_GBPS)
