@@ -1,16 +1,19 @@
 """The Run page's model fields: a zoo model, a model file (on this machine or uploaded), or the user's own
-training script with its arguments and the folder of its data."""
+training script with its arguments and the folder of its data; and its whole-number fields."""
 
 import threading
 from pathlib import Path
+from typing import Any
 
 import streamlit as st
 
 from pages._shared import current_db, load
 from stash_core import views
 from stash_core.errors import UsageError
+from stash_core.spec import default_of
 from stash_core.userfiles import save_model_file
 from stash_core.views.common import plain
+from stash_core.views.run_form import number_range
 
 MODEL_SOURCES = {"zoo": "Model zoo", "file": "Python file on this machine", "upload": "Upload a Python file",
                  "script": "Your training script"}  # fmt: skip
@@ -47,6 +50,7 @@ def script_fields() -> dict:
         ["path", "upload"],
         horizontal=True,
         key="run-script-src",
+        persist_state="session",
         format_func={"path": "On this machine", "upload": "Upload"}.get,
     )
     script = ""
@@ -55,6 +59,7 @@ def script_fields() -> dict:
             "Training script",
             placeholder="train.py",
             key="run-script",
+            persist_state="session",
             help="Run unmodified under torchrun; relative to the dashboard's folder",
         )
     else:
@@ -65,11 +70,13 @@ def script_fields() -> dict:
         "Script arguments",
         placeholder="--epochs 1 --lr 3e-4",
         key="run-script-args",
+        persist_state="session",
         help="What follows -- on the command line, quoted as in a shell",
     )
     data_dir = st.text_input(
         "Folder of the data it reads (optional)",
         key="run-data-dir",
+        persist_state="session",
         help="For separate CPU and disk stalls; without it they are one input pipeline",
     )
     return {"use_script": True, "script": script.strip(), "script_args": script_args, "data_dir": data_dir}
@@ -78,7 +85,8 @@ def script_fields() -> dict:
 def model_field() -> tuple[str, dict]:
     """The model reference, or the training script's fields ({} for a model)."""
     source = st.radio(
-        "Model", list(MODEL_SOURCES), format_func=MODEL_SOURCES.get, horizontal=True, key="run-model-src"
+        "Model", list(MODEL_SOURCES), format_func=MODEL_SOURCES.get, horizontal=True, key="run-model-src",
+        persist_state="session"
     )
     if source == "script":
         return "", script_fields()
@@ -94,6 +102,7 @@ def _model_reference(source: str) -> str:
             names,
             index=default,
             key="run-zoo-model",
+            persist_state="session",
             accept_new_options=True,
             help="Pick one or type a zoo name (e.g. resnet50, vgg16, bert_base).",
         )
@@ -105,12 +114,14 @@ def _model_reference(source: str) -> str:
             "Model file and factory",
             placeholder="examples/models/tiny_cnn.py:make",
             key="run-model-file",
+            persist_state="session",
             help="FILE.py:FACTORY - a function returning a torch.nn.Module; "
             "relative paths are relative to the folder the dashboard runs in.",
         )
     left, right = st.columns([3, 1])
     uploaded = left.file_uploader("Model file (.py)", type=["py"], key="run-model-upload")
-    factory = right.text_input("Factory function", value="make", key="run-model-factory")
+    factory = right.text_input("Factory function", value="make", key="run-model-factory",
+                               persist_state="session")
     path = _kept(uploaded, left)
     return "" if path is None else f"{path}:{factory.strip()}"
 
@@ -125,3 +136,17 @@ def _kept(uploaded, place) -> Path | None:
     except UsageError as exc:
         place.error(plain(exc), icon=":material/error:")
         return None
+
+
+def number_field(
+    place: Any, label: str, attr: str, first: int | None = None, key: str = "", help: str | None = None
+) -> int:
+    """A whole-number input for spec field `attr`, with its default unless the spec has none (then `first`).
+    It has no bounds of its own: Streamlit would keep the last value in range while showing the one typed,
+    and start a profile with a value nobody sees. What is typed is checked by the spec's rules on Start
+    (views.run_form.profile_args), and the range (number_range) is said in the help."""
+    low, high = number_range(attr)
+    value = int(default_of(attr)) if first is None else first
+    said = f"{low:,} to {high:,}"
+    return place.number_input(label, value=value, step=1, key=key, persist_state="session",
+                              help=f"{help}; {said}" if help else said)

@@ -31,8 +31,9 @@ def telemetry(run: dict) -> None:
         )
     groups = list(dict.fromkeys(sorted(series["group"], key=_group_order)))
     defaults = [g for g in groups if not g.startswith("Memory") and g != "Other"][:4] or groups[:1]
-    chosen = st.pills("Show", groups, selection_mode="multi", default=defaults, key="bd-telemetry-groups")
-    per_core = st.toggle("Per-core CPU lines", value=False, key="bd-percore")
+    chosen = st.pills("Show", groups, selection_mode="multi", default=defaults, key="bd-telemetry-groups",
+                      persist_state="session")
+    per_core = st.toggle("Per-core CPU lines", value=False, key="bd-percore", persist_state="session")
     for index, group in enumerate(chosen or []):
         data = series[series["group"] == group]
         if not per_core:

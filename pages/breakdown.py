@@ -51,15 +51,22 @@ def run_filter_form(options: dict) -> None:
     """The filter widgets; their values are read by filter_from_state on the next run."""
     with st.expander("Filter runs", expanded=False, icon=":material/filter_list:"):
         row1 = st.columns(3)
-        row1[0].multiselect("Model", options["models"], key="bd-models", placeholder="any model")
-        row1[1].multiselect("Batch size", options["batch_sizes"], key="bd-batch", placeholder="any")
-        row1[2].multiselect("Instance", options["instances"], key="bd-instance", placeholder="any")
+        row1[0].multiselect("Model", options["models"], key="bd-models", persist_state="session",
+                            placeholder="any model")
+        row1[1].multiselect("Batch size", options["batch_sizes"], key="bd-batch", persist_state="session",
+                            placeholder="any")
+        row1[2].multiselect("Instance", options["instances"], key="bd-instance", persist_state="session",
+                            placeholder="any")
         row2 = st.columns(4)
-        row2[0].multiselect("Workers per node", options["workers"], key="bd-workers", placeholder="any")
-        row2[1].multiselect("Nodes", options["nodes"], key="bd-nodes", placeholder="any")
+        row2[0].multiselect("Workers per node", options["workers"], key="bd-workers", persist_state="session",
+                            placeholder="any")
+        row2[1].multiselect("Nodes", options["nodes"], key="bd-nodes", persist_state="session",
+                            placeholder="any")
         statuses = views.breakdown.status_choices(options)
-        row2[2].multiselect("Status", statuses, default=["completed"], key="bd-status", placeholder="any")
-        row2[3].number_input("Show at most", min_value=1, max_value=200, value=15, step=5, key="bd-limit")
+        row2[2].multiselect("Status", statuses, default=["completed"], key="bd-status",
+                            persist_state="session", placeholder="any")
+        row2[3].number_input("Show at most", min_value=1, max_value=200, value=15, step=5, key="bd-limit",
+                             persist_state="session")
         first, last = options["first_date"], options["last_date"]
         if first and last and first != last:
             _date_slider(first, last)
@@ -91,6 +98,7 @@ def comparison(runs: pd.DataFrame, total: int) -> None:
             format_func=lambda m: MEASURES[m][0],
             default="seconds",
             key="bd-measure",
+            persist_state="session",
         )
         or "seconds"
     )
@@ -203,7 +211,8 @@ def run_detail(run: dict | None) -> None:
 
     # Only the chosen section is built (tabs would build all of them on every rerun).
     section = st.segmented_control(
-        "Detail", DETAIL_SECTIONS, default=DETAIL_SECTIONS[0], key="bd-section", label_visibility="collapsed"
+        "Detail", DETAIL_SECTIONS, default=DETAIL_SECTIONS[0], key="bd-section", persist_state="session",
+        label_visibility="collapsed"
     )
     if section == "Iteration times":
         iteration_times(run["run_id"], run["samples"], run["samples_stored"])
@@ -362,7 +371,8 @@ def main() -> None:
     # a link, or Back, that names another run than the picker holds, or a pick the filter no longer shows
     if (linked != previous and default == linked) or st.session_state.get("bd-run") not in choices:
         st.session_state["bd-run"] = default
-    picked = st.selectbox("Run", choices, format_func=lambda r: labels.get(r, r), key="bd-run")
+    picked = st.selectbox("Run", choices, format_func=lambda r: labels.get(r, r), key="bd-run",
+                          persist_state="session")
     st.session_state["bd-shown-run"] = picked
     if st.query_params.get("run") != picked:
         st.query_params["run"] = picked

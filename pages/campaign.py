@@ -47,38 +47,46 @@ def request_form() -> CampaignRequest | None:
             names,
             default=[name for name in view.DEFAULT_INSTANCES if name in names],
             key="campaign-instances",
+            persist_state="session",
         )
         other = st.text_input(
             "Other instance types (comma list, optional)",
             key="campaign-other",
+            persist_state="session",
             help="Instance types typed by name, e.g. ones added with `stash instances add`",
         )
         models = st.multiselect(
-            "Models (zoo names)", view.zoo_models(), default=list(view.DEFAULT_MODELS), key="campaign-models"
+            "Models (zoo names)", view.zoo_models(), default=list(view.DEFAULT_MODELS), key="campaign-models",
+            persist_state="session"
         )
         cols = st.columns(4)
         batch_text = cols[0].text_input("Batch sizes per worker (comma list)", str(CAMPAIGN_BATCH_SIZE),
-                                        key="campaign-batch")  # fmt: skip
+                                        key="campaign-batch", persist_state="session")  # fmt: skip
         pricing = cols[1].radio(
-            "Price", list(PRICINGS), format_func=PRICINGS.get, horizontal=True, key="campaign-pricing"
+            "Price", list(PRICINGS), format_func=PRICINGS.get, horizontal=True, key="campaign-pricing",
+            persist_state="session"
         )
         region = cols[2].text_input(
             "Region (optional)", placeholder="the price's region", key="campaign-region",
+            persist_state="session",
             help="Where every instance type is launched; empty: its price's region, else the cloud's default",
         )  # fmt: skip
         budget = cols[3].number_input(
             "Budget (USD, optional)", min_value=0.01, max_value=1e7, value=None, step=1.0,
-            key="campaign-budget", help="A plan that costs more at catalog prices is refused",
+            key="campaign-budget", persist_state="session",
+            help="A plan that costs more at catalog prices is refused",
         )  # fmt: skip
         cols = st.columns(3)
         iterations = cols[0].text_input(
-            "Iterations per phase", "auto", key="campaign-iterations",
+            "Iterations per phase", "auto", key="campaign-iterations", persist_state="session",
             help="'auto': each run is counted at its cap; a number: that many iterations",
         )  # fmt: skip
-        parallel = cols[1].number_input("Instance types at once", 1, 50, 1, key="campaign-parallel")
+        parallel = cols[1].number_input("Instance types at once", 1, 50, 1, key="campaign-parallel",
+                                        persist_state="session")
         idle = cols[2].number_input(
             "Idle minutes before a cluster tears itself down", 1, 10_000, view.DEFAULT_IDLE_MINUTES,
             key="campaign-idle",
+            persist_state="session",
         )  # fmt: skip
         pressed = st.button("Plan", type="primary", icon=":material/request_quote:", key="campaign-plan")
     if pressed:

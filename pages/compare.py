@@ -142,7 +142,8 @@ def main() -> None:
         f"{row['configurations']} instance(s), {row['runs']} run(s)"
         for key, (job, row) in jobs.items()
     }
-    picked = st.selectbox("Job", list(labels), key="cmp-pick", format_func=labels.get)
+    picked = st.selectbox("Job", list(labels), key="cmp-pick", persist_state="session",
+                          format_func=labels.get)
     if choices.attrs.get("jobs_stored", 0) > len(choices):
         st.caption(
             f"{len(choices):,} of {choices.attrs['jobs_stored']:,} jobs are listed: those run on the most "
@@ -224,6 +225,7 @@ def main() -> None:
         format_func=lambda k: NORMALISED[k][0],
         default=available[0] if available else None,
         key="cmp-norm",
+        persist_state="session",
     )
     if view:
         title, unit, number_format = NORMALISED[view]
@@ -266,6 +268,7 @@ def predictions(everything: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFram
         "Also show catalog instances not measured (predicted)",
         value=True,
         key="cmp-predicted",
+        persist_state="session",
         help="Predicted from the model's FLOPs and bytes and the instance's accelerator and links; "
         '± the expected error held out by source and by GPU ("unvalidated" where no figure was held out). '
         "A measurement always wins.",

@@ -94,13 +94,17 @@ def prediction_form(report: FitReport, stalls: list[str]) -> None:
     st.subheader("Predict a model that was never profiled")
     with st.form("models-predict"):
         left, right = st.columns(2)
-        name = left.text_input("Model", value="resnet101", help="a zoo name (see `stash models`)")
+        name = left.text_input(
+            "Model", value="resnet101", help="a zoo name (see `stash models`)", key="models-predict-name",
+            persist_state="session"
+        )
         uploaded = right.file_uploader(
             "…or upload a model file (.py)",
             type=["py"],
             help="It is run on this machine to count its gradients.",
         )
-        factory = right.text_input("Factory function in the file", value="make")
+        factory = right.text_input("Factory function in the file", value="make", key="models-predict-factory",
+                                   persist_state="session")
         submitted = st.form_submit_button("Predict", icon=":material/insights:")
     if not submitted:
         return
@@ -210,7 +214,8 @@ def main() -> None:
         "Communication stall against a model's gradient bytes, gradient tensors and layers; least-squares "
         "and alpha-beta models per configuration, each with its error on models and bandwidths it never saw.",
     )
-    by_batch_size = st.toggle("Fit each batch size separately", key="models-by-batch")
+    by_batch_size = st.toggle("Fit each batch size separately", key="models-by-batch",
+                              persist_state="session")
     report = load_report(by_batch_size)
     if report.observations.empty:
         empty_state(
@@ -220,12 +225,13 @@ def main() -> None:
         return
     stalls = views.models.fitted_stalls(report)
     top = st.columns([1, 2, 1])
-    stall = top[0].radio("Stall", stalls, horizontal=True, key="models-stall")
+    stall = top[0].radio("Stall", stalls, horizontal=True, key="models-stall", persist_state="session")
     labels = views.models.group_labels(report, stall)
-    chosen = top[1].selectbox("Configuration", labels, key="models-group")
+    chosen = top[1].selectbox("Configuration", labels, key="models-group", persist_state="session")
     group = report.groups(stall)[labels.index(chosen)]
     feature = top[2].selectbox(
-        "Against", list(FEATURE_LABELS), format_func=FEATURE_LABELS.get, key="models-feature"
+        "Against", list(FEATURE_LABELS), format_func=FEATURE_LABELS.get, key="models-feature",
+        persist_state="session"
     )
     best = report.best(stall, group)
     points = views.models.stall_points(report, stall, group)

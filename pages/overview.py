@@ -125,6 +125,7 @@ def main() -> None:
             format_func={"share": "Share of the iteration", "seconds": "Seconds per iteration"}.get,
             default="share",
             key="overview-measure",
+            persist_state="session",
         )
         long_frame = views.breakdown.stall_long_frame(latest, measure or "share")
         chart_with_download(

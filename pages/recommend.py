@@ -39,6 +39,7 @@ def request_form() -> RecommendRequest | None:
     models = views.recommend.model_choices(profiled, current)
     model = st.selectbox(
         "Model", models, index=models.index(current), accept_new_options=True, key="rec-model",
+        persist_state="session",
         help="a zoo model, a profiled one, or FILE.py:FACTORY",
     )  # fmt: skip
     model = str(model or views.recommend.DEFAULT_MODEL)
@@ -49,59 +50,70 @@ def request_form() -> RecommendRequest | None:
         # new one's batch, and a batch typed for this model stays while it is chosen.
         sizes = views.recommend.batch_sizes_of(profiled, model) or [32]
         batch_size = first[0].number_input(
-            "Batch size per worker", min_value=1, value=int(sizes[0]), step=1, key=f"rec-batch-{model}"
+            "Batch size per worker", min_value=1, value=int(sizes[0]), step=1, key=f"rec-batch-{model}",
+            persist_state="session"
         )
         proposed = views.recommend.profiled_shape(profiled, model, int(sizes[0])) or defaults.input_shape
         shape_text = first[1].text_input(
-            "Input shape", value=proposed, key=f"rec-shape-{model}",
+            "Input shape", value=proposed, key=f"rec-shape-{model}", persist_state="session",
             help="one sample: C,H,W for images, a sequence length for tokens; empty: the model's default",
         )  # fmt: skip
         precision = first[2].selectbox(
-            "Precision", PRECISIONS, key="rec-precision",
+            "Precision", PRECISIONS, key="rec-precision", persist_state="session",
             help="fp32; tf32 (Ampere and later); amp: mixed precision (FP16/BF16 tensor cores)",
         )  # fmt: skip
         epochs = first[3].number_input(
-            "Epochs", min_value=0.1, value=90.0, step=1.0, format="%g", key="rec-epochs"
+            "Epochs", min_value=0.1, value=90.0, step=1.0, format="%g", key="rec-epochs",
+            persist_state="session"
         )
         images = first[4].number_input(
             defaults.samples_label, min_value=1, value=defaults.epoch_samples, step=1000,
             key=f"rec-samples-{defaults.kind}",
+            persist_state="session",
         )  # fmt: skip
         habits = st.columns(4)
         kind = defaults.kind
         memory_format = habits[0].selectbox(
-            "Memory format", ("nchw", "channels_last"), key="rec-memory-format", disabled=kind == "tokens",
+            "Memory format", ("nchw", "channels_last"), key="rec-memory-format", persist_state="session",
+            disabled=kind == "tokens",
             help="image models: channels_last runs tensor-core convolutions without layout conversions",
         )  # fmt: skip
         optimizer = habits[1].selectbox(
             "Optimizer", ("model default", "sgd", "adamw", "rmsprop"), key="rec-optimizer",
+            persist_state="session",
             help="default: SGD with momentum for image models, AdamW for token models",
         )  # fmt: skip
         optimizer_impl = habits[2].selectbox(
             "Optimizer implementation", ("foreach", "fused", "loop"), key="rec-optimizer-impl",
+            persist_state="session",
             help="PyTorch's: foreach (its default), fused (fused=True), loop (parameter by parameter)",
         )  # fmt: skip
         attention = habits[3].selectbox(
-            "Attention", ("fused", "eager"), key="rec-attention", disabled=kind == "image",
+            "Attention", ("fused", "eager"), key="rec-attention", persist_state="session",
+            disabled=kind == "image",
             help="transformers: fused (scaled_dot_product_attention) or eager (matrix products, softmax)",
         )  # fmt: skip
         second = st.columns(4)
         budget = second[0].number_input(  # %g: a budget typed as 0.004 h is shown as such, not as 0.00
             "Time budget (hours, 0 = none)", min_value=0.0, value=24.0, step=1.0, format="%g",
             key="rec-budget",
+            persist_state="session",
         )
         max_usd = second[1].number_input(
-            "Cost limit (USD, 0 = none)", min_value=0.0, value=0.0, step=100.0, key="rec-max-usd", format="%g"
+            "Cost limit (USD, 0 = none)", min_value=0.0, value=0.0, step=100.0, key="rec-max-usd",
+            persist_state="session", format="%g"
         )
         max_instances = second[2].number_input(
-            "Most instances of one type", min_value=1, max_value=64, value=4, key="rec-max-instances"
+            "Most instances of one type", min_value=1, max_value=64, value=4, key="rec-max-instances",
+            persist_state="session"
         )
-        spot = second[3].toggle("Spot prices", key="rec-spot")
+        spot = second[3].toggle("Spot prices", key="rec-spot", persist_state="session")
         chosen = st.multiselect(
             "Instances to consider",
             load(views.recommend.instance_names),
             placeholder="all of the catalog",
             key="rec-inst",
+            persist_state="session",
         )
         submitted = st.form_submit_button("Recommend", icon=":material/recommend:", type="primary")
     if submitted:
@@ -318,7 +330,8 @@ def catalog_editor() -> None:
         before = load(views.recommend.instance_catalog)
         # One group of columns at a time, so that every column is in view (save before switching).
         group = st.segmented_control(
-            "Columns", list(views.recommend.CATALOG_GROUPS), default="Shapes", key="rec-catalog-columns"
+            "Columns", list(views.recommend.CATALOG_GROUPS), default="Shapes", key="rec-catalog-columns",
+            persist_state="session"
         )
         shown = before[views.recommend.CATALOG_GROUPS[group or "Shapes"]]
         options = {"column_config": views.labels.labelled_config(shown.columns)}

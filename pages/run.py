@@ -8,12 +8,11 @@ While a profile runs on this machine (registered or not), the form says so befor
 
 import hashlib
 from pathlib import Path
-from typing import Any
 
 import pandas as pd
 import streamlit as st
 
-from pages._run_model import model_field
+from pages._run_model import model_field, number_field
 from pages._shared import (
     STATUS_ICONS,
     chart_with_download,
@@ -39,7 +38,6 @@ from stash_core.views.run_form import (
     FIRST_SYNTHETIC_IMAGES,
     RunForm,
     default_stalls,
-    number_range,
 )
 
 POLL_S = 1.0
@@ -77,19 +75,6 @@ def busy_notice(running: list[JobState]) -> bool:
     return not st.checkbox("Start anyway", key="run-start-anyway")
 
 
-def number_field(
-    place: Any, label: str, attr: str, first: int | None = None, key: str = "", help: str | None = None
-) -> int:
-    """A whole-number input for spec field `attr`, with its default unless the spec has none (then `first`).
-    It has no bounds of its own: Streamlit would keep the last value in range while showing the one typed,
-    and start a profile with a value nobody sees. What is typed is checked by the spec's rules on Start
-    (views.run_form.profile_args), and the range (number_range) is said in the help."""
-    low, high = number_range(attr)
-    value = int(default_of(attr)) if first is None else first
-    said = f"{low:,} to {high:,}"
-    return place.number_input(label, value=value, step=1, key=key, help=f"{help}; {said}" if help else said)
-
-
 def profile_form(running: list[JobState]) -> None:
     with st.container(border=True):
         st.markdown("##### :material/tune: New profile")
@@ -106,7 +91,8 @@ def profile_form(running: list[JobState]) -> None:
             help="GPUs per machine; on a CPU-only machine, worker processes",
         )
         nodes = number_field(cols[2], "Machines (nodes)", "nodes", key="run-nodes")
-        data_source = st.radio("Data", list(DATA_SOURCES), format_func=DATA_SOURCES.get, key="run-data")
+        data_source = st.radio("Data", list(DATA_SOURCES), format_func=DATA_SOURCES.get, key="run-data",
+                               persist_state="session")
         real = data_source != "none"
         stall_options = list(STALL_LABELS)
         stalls = st.pills(
@@ -118,9 +104,10 @@ def profile_form(running: list[JobState]) -> None:
             # A key per setup: a choice of stalls stays while the setup stays, and the setup's own defaults
             # come back when it changes (a keyed widget would keep its first default).
             key=f"run-stalls-{min(workers, 2)}-{min(nodes, 2)}-{int(real)}",
+            persist_state="session",
         )
         find_unused = workers > 1 and not script.get("use_script") and st.checkbox(
-            "Find unused parameters every step", key="run-unused",
+            "Find unused parameters every step", key="run-unused", persist_state="session",
             help="DDP's find_unused_parameters: for a model that uses some parameters on some steps only",
         )  # fmt: skip
         synthetic_images, dataset = FIRST_SYNTHETIC_IMAGES, ""
@@ -129,37 +116,46 @@ def profile_form(running: list[JobState]) -> None:
                 st, "Number of images", "synthetic_images", FIRST_SYNTHETIC_IMAGES, key="run-images"
             )
         elif data_source == "dataset":
-            dataset = st.text_input("Data set folder", placeholder="/data/imagenet/train", key="run-dataset")
+            dataset = st.text_input("Data set folder", placeholder="/data/imagenet/train", key="run-dataset",
+                                    persist_state="session")
         cols = st.columns(4)
         input_shape = cols[0].text_input(
             "Input shape",
             placeholder="3,224,224",
             key="run-shape",
+            persist_state="session",
             help="C,H,W for image models, a sequence length for token models; empty: the model's default",
         )
         iterations = cols[1].text_input(
             "Iterations per phase",
             value=default_of("iterations"),
             key="run-iterations",
+            persist_state="session",
             help="'auto': until the 95% interval is within ±2%; or a number",
         )
         max_phase_s = number_field(cols[2], "Time limit per phase (s)", "max_phase_s", key="run-maxs")
-        device = cols[3].selectbox("Device", ["auto", "cpu", "cuda"], key="run-device")
+        device = cols[3].selectbox("Device", ["auto", "cpu", "cuda"], key="run-device",
+                                   persist_state="session")
         cols = st.columns(2)
         instance = cols[0].text_input(
             "Instance label",
             max_chars=MAX_NAME_CHARS,
             placeholder="e.g. p3.8xlarge or my-laptop",
             key="run-instance",
+            persist_state="session",
             help="Name runs after the instance type to compare instances and costs",
         )
-        where = cols[1].radio("Where", list(PLACES), format_func=PLACES.get, horizontal=True, key="run-where")
+        where = cols[1].radio("Where", list(PLACES), format_func=PLACES.get, horizontal=True, key="run-where",
+                              persist_state="session")
         hosts = ssh_user = ssh_key = ""
         if where == "hosts":
             cols = st.columns(3)
-            hosts = cols[0].text_input("Hosts", placeholder="gpu-a,gpu-b", key="run-hosts")
-            ssh_user = cols[1].text_input("SSH user", placeholder="ubuntu", key="run-ssh-user")
-            ssh_key = cols[2].text_input("SSH key file", placeholder="~/.ssh/id_ed25519", key="run-ssh-key")
+            hosts = cols[0].text_input("Hosts", placeholder="gpu-a,gpu-b", key="run-hosts",
+                                       persist_state="session")
+            ssh_user = cols[1].text_input("SSH user", placeholder="ubuntu", key="run-ssh-user",
+                                          persist_state="session")
+            ssh_key = cols[2].text_input("SSH key file", placeholder="~/.ssh/id_ed25519", key="run-ssh-key",
+                                         persist_state="session")
         elif where == "cluster":
             st.caption(
                 "Runs across the emulated cluster made with `sudo stash cluster up` (network namespaces)."

@@ -41,9 +41,11 @@ GENERATORS = {"basic": "basic: 1-16 GPUs, log-normal durations",
 
 def form() -> None:
     st.markdown("**Workload**")
-    source = st.radio("Trace", ["synthetic", "upload"], horizontal=True, key="sched-source")
+    source = st.radio("Trace", ["synthetic", "upload"], horizontal=True, key="sched-source",
+                      persist_state="session")
     if source == "upload":
         fmt = st.selectbox("Format of the uploaded trace", ("auto", *FORMATS), key="sched-format",
+                           persist_state="session",
                            format_func=lambda f: f"{f}: {FORMAT_NAMES[f]}")  # fmt: skip
         pai = " (both tables)" if fmt in ("pai2020", "auto") else ""
         files = st.file_uploader(f"Trace file{pai}: {FORMAT_NAMES[fmt]}", accept_multiple_files=True,
@@ -52,58 +54,70 @@ def form() -> None:
         fmt, files = d.TRACE_FORMAT, None
     left, mid, right = st.columns(3)
     generator = left.selectbox("Generator", list(GENERATORS), format_func=GENERATORS.get,
-                               key="sched-generator", disabled=source == "upload")  # fmt: skip
+                               key="sched-generator", persist_state="session",
+                               disabled=source == "upload")  # fmt: skip
     jobs = mid.number_input("Synthetic jobs", 1, view.MAX_PAGE_JOBS, d.SYNTHETIC_JOBS, key="sched-jobs",
+                            persist_state="session",
                             disabled=source == "upload")  # fmt: skip
     gap = right.number_input("Mean gap between arrivals (s)", 0.1, 86400.0, d.MEAN_GAP_S, format="%g",
-                             key="sched-gap", disabled=source == "upload")  # fmt: skip
+                             key="sched-gap", persist_state="session",
+                             disabled=source == "upload")  # fmt: skip
     arrivals = left.selectbox(
-        "Arrivals", ARRIVALS, index=ARRIVALS.index(d.ARRIVALS), key="sched-arrivals",
+        "Arrivals", ARRIVALS, index=ARRIVALS.index(d.ARRIVALS), key="sched-arrivals", persist_state="session",
         help="poisson: continuous; batch: every job at 0 (an uploaded trace: all its jobs at once); burst: "
         "groups of 20 at one instant",
     )  # fmt: skip
-    seed = mid.number_input("Seed", 0, 2**31 - 1, d.SEED, key="sched-seed")
+    seed = mid.number_input("Seed", 0, 2**31 - 1, d.SEED, key="sched-seed", persist_state="session")
 
     st.markdown("**Cluster and links**")
     left, mid, right = st.columns(3)
-    switches = left.number_input("Switches", 1, 1000, d.CLUSTER[0], key="sched-switches")
-    nodes = mid.number_input("Nodes per switch", 1, 1000, d.CLUSTER[1], key="sched-nodes")
-    gpus = right.number_input("GPUs per node", 1, 64, d.CLUSTER[2], key="sched-gpus")
+    switches = left.number_input("Switches", 1, 1000, d.CLUSTER[0], key="sched-switches",
+                                 persist_state="session")
+    nodes = mid.number_input("Nodes per switch", 1, 1000, d.CLUSTER[1], key="sched-nodes",
+                             persist_state="session")
+    gpus = right.number_input("GPUs per node", 1, 64, d.CLUSTER[2], key="sched-gpus", persist_state="session")
     node_gbps = left.number_input(
         "Node uplink (Gbit/s)", 0.0, MAX_GBPS, 0.0, format="%g", key="sched-node-gbps",
+        persist_state="session",
         help="0: no link model (fixed slowdowns, the uplink factor across switches); above 0: links shared "
         "max-min fairly, communication = ring all-reduce bytes over the rate a job gets",
     )  # fmt: skip
     ratio = mid.number_input("Switch uplink oversubscription", 0.1, 1000.0, d.OVERSUBSCRIPTION,
-                             format="%g", key="sched-oversubscription",
+                             format="%g", key="sched-oversubscription", persist_state="session",
                              help="switch uplink = nodes per switch x node uplink / this")  # fmt: skip
     reference = right.number_input(
         "Slowdowns read at (Gbit/s)", MIN_GBPS, MAX_GBPS, d.REFERENCE, format="%g", key="sched-reference",
+        persist_state="session",
         help="the bandwidth a trace's network_slowdown (or Blox's penalty) holds for",
     )  # fmt: skip
     uplink_factor = left.number_input(
         "Uplink factor (no link model)", 1.0, 1000.0, d.UPLINK_FACTOR, format="%g",
         key="sched-uplink-factor",
+        persist_state="session",
         help="without a node uplink: the network stall multiplier when crossing more switches than needed",
     )  # fmt: skip
 
     st.markdown("**Policies and timers**")
     policies = st.multiselect("Policies", POLICIES, list(d.POLICY_NAMES), key="sched-policies",
+                              persist_state="session",
                               help="; ".join(f"{p}: {DEFINITIONS[p]}" for p in POLICIES))  # fmt: skip
     left, mid, right = st.columns(3)
     tuning = left.selectbox(
         "Timers", TUNING_MODES, index=TUNING_MODES.index(d.TUNING), key="sched-tuning",
+        persist_state="session",
         help="split: tuned on the first 30% of the jobs, reported on the rest; online: from estimates and "
         "observed waits; given: the delay and scale here",
     )  # fmt: skip
-    delay_s = mid.number_input("Delay timer (s, given)", 0.0, 1e7, d.DELAY_S, format="%g", key="sched-delay")
+    delay_s = mid.number_input("Delay timer (s, given)", 0.0, 1e7, d.DELAY_S, format="%g", key="sched-delay",
+                               persist_state="session")
     scale = right.number_input("Network timer scale (given)", 0.0, 1e6, d.SCALE, format="%g",
-                               key="sched-scale")  # fmt: skip
+                               key="sched-scale", persist_state="session")  # fmt: skip
     checkpoint_s = left.number_input("Checkpoint (s)", 0.0, 1e6, d.CHECKPOINT_S, format="%g",
                                      key="sched-checkpoint",
+                                     persist_state="session",
                                      help="preemption: save + restore, paid on restart")  # fmt: skip
     min_run_s = mid.number_input("Minimum run before preemption (s)", 0.0, 1e7, d.MIN_RUN_S,
-                                 format="%g", key="sched-min-run")  # fmt: skip
+                                 format="%g", key="sched-min-run", persist_state="session")  # fmt: skip
     if not st.button("Simulate", icon=":material/play_arrow:", type="primary"):
         return
     uploads = [(f.name, f.getvalue()) for f in files or []] if source == "upload" else None
@@ -205,6 +219,9 @@ with page_guard(WORDS):
             )
         show_table(view.past_table(past))
         download_buttons(past.drop(columns=["jct_cdf", "timeline"]), "simulations", "sched-past")
-        picked = st.selectbox("Show a past simulation", ids, index=None, placeholder="choose a simulation")
+        picked = st.selectbox(
+            "Show a past simulation", ids, index=None, placeholder="choose a simulation", key="sched-pick",
+            persist_state="session"
+        )
         if picked:
             show(view.stored_document(past, picked), "past")

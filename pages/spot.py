@@ -32,6 +32,7 @@ def workload_source() -> str | None:
         [views.spot.EXAMPLE_NAME, "Upload a workload file"],
         horizontal=True,
         key="spot-source",
+        persist_state="session",
         help="The JSON file `stash spot` reads (written by `stash spot-profile`, `spot-fit-loss` and "
         "`spot-memory`); its fields are described in stash_core/spot/inputs.py.",
     )
@@ -71,14 +72,15 @@ def offers_form(text: str) -> tuple[tuple[str, int], ...]:
         "Instance types (from the catalog; GPUs and prices from there)",
         names,
         default=given,
-        key="spot-instances",
+        key="spot-instances",  # not kept across pages: its default is the workload's, which may change
     )
     quotas = dict(views.spot.EXAMPLE_OFFERS)
     offers = []
     columns = st.columns(max(1, min(len(chosen), 6)))
     for index, name in enumerate(chosen):
         quota = columns[index % len(columns)].number_input(
-            f"Quota of {name}", 0, 10_000, quotas.get(name, DEFAULT_QUOTA), key=f"spot-quota-{name}"
+            f"Quota of {name}", 0, 10_000, quotas.get(name, DEFAULT_QUOTA), key=f"spot-quota-{name}",
+            persist_state="session"
         )
         offers.append((name, int(quota)))
     return tuple(offers)
@@ -96,15 +98,19 @@ def request_form() -> dict | None:
     offers = offers_form(text)
     target_default, deadline_default = views.spot.EXAMPLE_TARGET
     row = st.columns(4)
-    target = row[0].number_input("Target loss", 0.0001, 1e6, target_default, format="%.4g", key="spot-target")
+    target = row[0].number_input("Target loss", 0.0001, 1e6, target_default, format="%.4g", key="spot-target",
+                                 persist_state="session")
     deadline = row[1].number_input(
-        "Deadline (s)", 1.0, 365 * 86400.0, deadline_default, format="%g", key="spot-deadline"
+        "Deadline (s)", 1.0, 365 * 86400.0, deadline_default, format="%g", key="spot-deadline",
+        persist_state="session"
     )
     revocation = row[2].number_input(
         "Revocation overhead in the plan (s)", 0.0, 86400.0, 0.0, format="%g", key="spot-revocation",
+        persist_state="session",
         help="Seconds added to the plan's training time for revocations (stash spot --revocation-s).",
     )  # fmt: skip
-    pcie = row[3].number_input("PCIe bandwidth (Gbit/s)", 0.1, 1e5, 80.0, format="%g", key="spot-pcie")
+    pcie = row[3].number_input("PCIe bandwidth (Gbit/s)", 0.1, 1e5, 80.0, format="%g", key="spot-pcie",
+                               persist_state="session")
     if st.button("Plan", icon=":material/savings:", type="primary", key="spot-plan"):
         st.session_state[REQUEST_KEY] = {"text": text, "offers": offers, "target_loss": float(target),
                                          "deadline_s": float(deadline), "revocation_s": float(revocation),
@@ -211,13 +217,16 @@ def simulation_view(request: dict) -> None:
                "for the seconds lost and is re-planned with what is left. spotDNN against planning blind to "
                "contention (trained at the true speed) and against on-demand (never revoked).")  # fmt: skip
     row = st.columns([2, 1, 1, 1])
-    rate = row[0].slider("Revocations per spot instance per hour", 0.0, 5.0, 0.5, 0.1, key="spot-rate")
+    rate = row[0].slider("Revocations per spot instance per hour", 0.0, 5.0, 0.5, 0.1, key="spot-rate",
+                         persist_state="session")
     lost = row[1].number_input(
-        "Seconds lost per revocation", 0.0, 86400.0, 30.0, format="%g", key="spot-lost"
+        "Seconds lost per revocation", 0.0, 86400.0, 30.0, format="%g", key="spot-lost",
+        persist_state="session"
     )
     # the command's defaults (spot-simulate, and the risk `stash spot` states): the same figures
-    runs = row[2].number_input("Runs", 1, views.spot.MAX_PAGE_RUNS, RISK_RUNS, key="spot-runs")
-    seed = row[3].number_input("Seed", 0, 2**31 - 1, DEFAULT_SEED, key="spot-seed")
+    runs = row[2].number_input("Runs", 1, views.spot.MAX_PAGE_RUNS, RISK_RUNS, key="spot-runs",
+                               persist_state="session")
+    seed = row[3].number_input("Seed", 0, 2**31 - 1, DEFAULT_SEED, key="spot-seed", persist_state="session")
     if not st.button("Simulate", icon=":material/casino:", key="spot-simulate"):
         return
     with st.spinner("Simulating revocations…"):

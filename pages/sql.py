@@ -48,19 +48,27 @@ def console() -> None:
         index=None,
         placeholder="Pick an example to load it into the editor",
         key="sql-example",
+        persist_state="session",
         on_change=use_example,
     )
     with st.form("sql-form", border=False):
         st.text_area(
             "Query",
             key=EDITOR_KEY,
+            persist_state="session",
             height=180,
             help="One statement. Read-only: SELECT, WITH, "
             "DESCRIBE, SUMMARIZE, SHOW, EXPLAIN and informational PRAGMAs.",
         )
         cols = st.columns([1, 1, 2], vertical_alignment="bottom")
-        max_rows = cols[0].number_input("Row limit", min_value=1, max_value=100_000, value=1_000, step=500)
-        timeout_s = cols[1].number_input("Time limit (s)", min_value=1, max_value=300, value=10, step=5)
+        max_rows = cols[0].number_input(
+            "Row limit", min_value=1, max_value=100_000, value=1_000, step=500, key="sql-max-rows",
+            persist_state="session"
+        )
+        timeout_s = cols[1].number_input(
+            "Time limit (s)", min_value=1, max_value=300, value=10, step=5, key="sql-timeout",
+            persist_state="session"
+        )
         submitted = cols[2].form_submit_button("Run query", type="primary", icon=":material/play_arrow:")
     first_visit = "sql-result" not in st.session_state  # show what the example query returns right away
     # a result is of the database it ran on: another one chosen in the sidebar runs the query again there

@@ -207,6 +207,10 @@ def test_every_page_upload_and_query_in_a_real_browser(
     settle(tab, "Overview")
     assert tab.locator('[data-testid="stMetricValue"]').first.inner_text().strip() == "6"
     no_exception(tab, "Overview after upload")
+    # The SQL page still holds the query typed there before (a widget's value outlives its page).
+    nav.get_by_text("SQL", exact=True).first.click()
+    settle(tab, "SQL")
+    assert tab.locator('[data-testid="stTextArea"] textarea').first.input_value() == "DROP TABLE runs"
     # The server's log holds no file-watcher (inotify) or Streamlit info lines (.streamlit/config.toml).
     log = (db.parent / "streamlit.log").read_text()
     assert "inotify" not in log and "does not exist anymore" not in log, log[-2000:]
