@@ -1,7 +1,8 @@
 """What a simulated schedule achieved.
 
 Per policy: makespan = last finish - first arrival; average and 95th-percentile job completion time
-(finish - arrival; numpy's linear interpolation); average queueing delay (first start - arrival);
+(finish - arrival; numpy's linear interpolation); average queueing delay (the time a job waited for GPUs:
+before its first start and, preempted, before each restart);
 communication overhead = time lost to spread placements and congestion, sum over jobs of (GPU-holding time -
 consolidated run time - checkpoint time); preemptions; spread jobs (ran at least once looser than their
 tightest placement); GPU busy share = GPU-seconds held / (cluster GPUs x makespan). Series for plots: the
@@ -29,7 +30,7 @@ def schedule_metrics(outcomes: list[JobOutcome], cluster: Cluster) -> dict[str, 
         "makespan_s": makespan,
         "avg_jct_s": float(jct.mean()),
         "p95_jct_s": float(np.percentile(jct, 95)),
-        "avg_queue_s": float(np.mean([o.start_s - o.job.submit_s for o in outcomes])),
+        "avg_queue_s": float(np.mean([o.queued_s for o in outcomes])),
         "comm_overhead_s": float(
             sum(max(0.0, o.run_s - o.checkpoint_s - o.job.duration_s) for o in outcomes)
         ),
@@ -65,7 +66,7 @@ def sample_timeline(
 def queue_delay_over_time(outcomes: list[JobOutcome], buckets: int = 40) -> list[list[float]]:
     """[arrival bucket start s, mean queueing delay of the jobs arriving in it] (empty buckets left out)."""
     submit = np.array([o.job.submit_s for o in outcomes])
-    wait = np.array([o.start_s - o.job.submit_s for o in outcomes])
+    wait = np.array([o.queued_s for o in outcomes])
     first, last = submit.min(), submit.max()
     edges = np.linspace(first, last, buckets + 1) if last > first else np.array([first, first + 1])
     which = np.clip(np.searchsorted(edges, submit, side="right") - 1, 0, len(edges) - 2)

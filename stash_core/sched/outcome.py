@@ -21,3 +21,8 @@ class JobOutcome:
     @property
     def run_s(self) -> float:
         return self.held_s if self.held_s is not None else self.finish_s - self.start_s
+
+    @property
+    def queued_s(self) -> float:
+        """Seconds it waited for GPUs: before its first start and after each preemption."""
+        return max(0.0, self.finish_s - self.job.submit_s - self.run_s)

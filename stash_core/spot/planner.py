@@ -222,8 +222,10 @@ def _why_none(result: PlanResult, offered: int, lower: int, upper: int, budget_s
     if all(plan.outside_loss_model for plan in result.candidates):
         return OUTSIDE_LOSS_MODEL
     fastest = min(result.candidates, key=lambda plan: plan.training_s)
+    searched = min(upper, offered)  # the fastest of the clusters searched: fewer workers cannot (eq. 16)
+    sizes = f"{lower} worker{'s' * (lower != 1)}" if lower == searched else f"{lower} to {searched} workers"
     return (
-        f"no cluster trains within {budget_s:.0f} s: the fastest, {fastest.label()}, "
+        f"no cluster of {sizes} trains within {budget_s:.0f} s: the fastest of them, {fastest.label()}, "
         f"needs {fastest.training_s:.0f} s"
     )
 

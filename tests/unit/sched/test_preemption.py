@@ -187,3 +187,15 @@ def test_fifo_consolidate_lets_nobody_pass_a_job_waiting_for_its_tightest_placem
     in_line = simulate(jobs, Cluster(1, 2, 4), Policy("fifo-consolidate"))
     assert same([(o.start_s, o.finish_s) for o in in_line], [(0, 100), (0, 100), (100, 200), (100, 110)])
     assert [o.level for o in in_line] == ["node"] * 4
+
+
+def test_the_queueing_delay_counts_the_wait_after_a_preemption():
+    """L (0-1000, preempted) waits 1000-1100 while S runs; S waits nothing. The average counted only first
+    starts: 0 s, where L waited 100 s."""
+    from stash_core.sched.metrics import schedule_metrics
+
+    jobs = [job("L", 4, 0.0, 2000.0), job("S", 4, 1000.0, 100.0)]
+    cluster = Cluster(1, 1, 4)
+    outcomes = simulate(jobs, cluster, Policy("las"))
+    assert [o.queued_s for o in outcomes] == pytest.approx([100.0, 0.0])
+    assert schedule_metrics(outcomes, cluster)["avg_queue_s"] == pytest.approx(50.0)
