@@ -170,7 +170,7 @@ def _jobs(
     """The jobs (trace or synthetic, arrivals applied), a name for their source, and their format."""
     from dataclasses import replace
 
-    from stash_core.sched import jobs_from_frame, load_trace, synthetic_trace
+    from stash_core.sched import jobs_from_frame, load_trace_counted, synthetic_trace
     from stash_core.sched.detect import FORMATS, detect_format
     from stash_core.sched.generate import philly_like_trace
 
@@ -191,7 +191,11 @@ def _jobs(
         if arrivals not in (None, "batch"):
             raise UsageError(f"--arrivals {arrivals} makes synthetic arrivals; a trace takes only batch")
         trace_format = detect_format(trace) if trace_format == "auto" else trace_format
-        jobs, source = load_trace(trace, db_path, trace_format), f"{trace} ({trace_format})"
+        jobs, left_out = load_trace_counted(trace, db_path, trace_format)
+        source = f"{trace} ({trace_format})"
+        if left_out:  # the log's jobs without GPUs or a run time: not simulated, and said so
+            listed, without = len(jobs) + left_out, f"{left_out:,} without GPUs or a run time left out"
+            source = f"{trace} ({trace_format}; {len(jobs):,} of its {listed:,} jobs, {without})"
         if arrivals == "batch":
             jobs, source = [replace(job, submit_s=0.0) for job in jobs], f"{source}, all submitted at 0"
         return jobs, source, trace_format

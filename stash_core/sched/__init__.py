@@ -10,7 +10,8 @@ import importlib
 from typing import Any
 
 _WHERE = {
-    "FORMATS": "formats", "load_trace": "formats", "read_trace_frame": "formats",
+    "FORMATS": "formats", "load_trace": "formats", "load_trace_counted": "formats",
+    "read_trace_frame": "formats",
     "POLICIES": "policy", "Policy": "policy",
     "TUNING_MODES": "tuner", "plan_policies": "tuner", "tune": "tuner",
     "Fabric": "fabric", "schedule_metrics": "metrics", "JobOutcome": "outcome", "simulate": "simulator",

@@ -88,13 +88,18 @@ def refuse_extra_fields(frame: pd.DataFrame, where: str, expected: int) -> None:
         )
 
 
-def finish(frame: pd.DataFrame, what: str, where: str | None = None) -> pd.DataFrame:
+def finish(
+    frame: pd.DataFrame, what: str, where: str | None = None, listed: int | None = None
+) -> pd.DataFrame:
     """Arrivals from 0, and a network sensitivity drawn from the job id for these model-less traces; a
-    trace without such jobs refused, naming its file `where`."""
+    trace without such jobs refused, naming its file `where`. Of the `listed` jobs, those left out (no GPUs or
+    no run time) are counted in attrs["left_out"]."""
     if frame.empty:
         named = f"{where}: " if where else ""
         raise UsageError(f"{named}the {what} trace has no job with GPUs and a run time")
     frame = frame.assign(submit_time=frame["submit_time"] - frame["submit_time"].min()).reset_index(drop=True)
     speeds = list(BLOX_SPEED.values())
     drawn = [speeds[zlib.crc32(str(job_id).encode()) % len(speeds)] for job_id in frame["job_id"]]
-    return frame.assign(network_slowdown=[1.0 / speed for speed in drawn], slowdown_source="drawn (blox)")
+    frame = frame.assign(network_slowdown=[1.0 / speed for speed in drawn], slowdown_source="drawn (blox)")
+    frame.attrs["left_out"] = 0 if listed is None else listed - len(frame)
+    return frame

@@ -45,7 +45,13 @@ FORMATS = ("tiresias", "philly", "pai2020", "helios")
 
 def load_trace(path: Path, db_path: Path | None = None, fmt: str = "tiresias") -> list[TraceJob]:
     """Jobs of a trace file, with their network sensitivity; UsageError naming the problem otherwise."""
-    return jobs_from_frame(read_trace_frame(path, fmt), db_path, str(path))
+    return load_trace_counted(path, db_path, fmt)[0]
+
+
+def load_trace_counted(path: Path, db_path: Path | None, fmt: str) -> tuple[list[TraceJob], int]:
+    """load_trace's jobs, and how many jobs of the file were left out (no GPUs or no run time)."""
+    frame = read_trace_frame(path, fmt)
+    return jobs_from_frame(frame, db_path, str(path)), int(frame.attrs.get("left_out", 0))
 
 
 def _text(path: Path) -> io.StringIO:

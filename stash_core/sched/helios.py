@@ -26,7 +26,7 @@ def helios_frame(log: pd.DataFrame, where: str = "cluster_log.csv") -> pd.DataFr
     return finish(pd.DataFrame({
         "job_id": log.loc[keep, "job_id"], "num_gpu": gpus[keep], "submit_time": submit_s[keep],
         "duration": duration[keep], "user": log.loc[keep, "user"] if "user" in log.columns else None,
-    }), "Helios", where)  # fmt: skip
+    }), "Helios", where, listed=len(log))  # fmt: skip
 
 
 def submit_seconds(raw: pd.Series, where: str) -> pd.Series:

@@ -75,7 +75,7 @@ def pai_frame(jobs: pd.DataFrame, tasks: pd.DataFrame, job_file: str = "pai_job_
         "job_id": frame["job_name"].astype(str),
         "num_gpu": [math.ceil(g / 100 - 1e-9) for g in frame["gpus"]],
         "submit_time": frame["submit"], "duration": frame["end"] - frame["start"], "user": frame["user"],
-    }), "PAI", job_file)  # fmt: skip
+    }), "PAI", job_file, listed=len(jobs))  # fmt: skip
 
 
 def _refuse_empty(table: pd.DataFrame, column: str, where: str) -> None:

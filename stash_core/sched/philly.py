@@ -45,7 +45,7 @@ def philly_frame(log: object, where: str = "cluster_job_log") -> pd.DataFrame:
         if gpus and run_s > 0:
             rows.append({"job_id": job_id, "num_gpu": gpus, "submit_time": submit, "duration": run_s,
                          "user": job.get("user")})  # fmt: skip
-    return finish(pd.DataFrame(rows), "Philly", where)
+    return finish(pd.DataFrame(rows), "Philly", where, listed=len(log))
 
 
 def _shown(value: object) -> str:

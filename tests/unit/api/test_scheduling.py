@@ -3,6 +3,7 @@ reads, and writes the per-job CSV the command writes (the command is a printer o
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -109,3 +110,17 @@ def test_a_trace_label_that_is_no_text_is_refused(tmp_path, label):
         stash.simulate_schedule(synthetic_jobs=4, policies="fifo", no_store=True, out=tmp_path / "r",
                                 trace_label=label)  # fmt: skip
     assert not (tmp_path / "r").exists()
+
+
+def test_a_traces_jobs_left_out_are_said_in_its_name(tmp_path: Path) -> None:
+    """A Philly log of three jobs, one never timed, was simulated on two without a word."""
+    attempt = {"start_time": "2017-10-01 10:00:05", "end_time": "2017-10-01 11:00:05",
+               "detail": [{"ip": "m1", "gpus": ["g0"]}]}  # fmt: skip
+    log = [{"jobid": "a", "submitted_time": "2017-10-01 10:00:00", "attempts": [attempt]},
+           {"jobid": "b", "submitted_time": "2017-10-01 10:10:00", "attempts": [attempt]},
+           {"jobid": "c", "submitted_time": "2017-10-01 10:20:00",
+            "attempts": [{"start_time": "2017-10-01 10:20:05", "end_time": None, "detail": []}]}]  # fmt: skip
+    trace = tmp_path / "cluster_job_log"
+    trace.write_text(json.dumps(log))
+    schedule = stash.simulate_schedule(trace=trace, tuning="given", db=tmp_path / "r.duckdb", no_store=True)
+    assert "(philly; 2 of its 3 jobs, 1 without GPUs or a run time left out)" in schedule.doc["trace"]

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from stash_core.errors import UsageError
-from stash_core.sched import load_trace
+from stash_core.sched import load_trace, load_trace_counted
 from stash_core.sched.trace import BLOX_SPEED
 
 DRAWN = {1 / speed for speed in BLOX_SPEED.values()}
@@ -39,6 +39,7 @@ def test_philly_cluster_job_log(tmp_path):
         ("application_1", 4, 60.0, 600.0 + 1800.0),
     ]  # 4 GPUs: the most an attempt held; 40 min: both attempts; application_3 never ran
     assert all(j.slowdown in DRAWN and j.slowdown_source == "drawn (blox)" for j in jobs)
+    assert load_trace_counted(path, None, "philly")[1] == 1  # application_3, left out: counted, to be said
 
 
 def test_pai_2020_job_and_task_tables(tmp_path):
@@ -52,6 +53,7 @@ def test_pai_2020_job_and_task_tables(tmp_path):
         "j3,worker,2,Failed,1200,1300,400,10,0,P100\n"
     )
     jobs = load_trace(tmp_path / "pai_job_table.csv", fmt="pai2020")
+    assert load_trace_counted(tmp_path / "pai_job_table.csv", None, "pai2020")[1] == 1  # j3
     # j1: 4 x 100% = 4 GPUs, tasks 1005-2020; j2: half a GPU rounds up to 1; j3 asks no GPU
     assert [(j.job_id, j.gpus, j.submit_s, j.duration_s) for j in jobs] == [
         ("j1", 4, 0.0, 1015.0),
@@ -75,6 +77,7 @@ def test_helios_cluster_log(tmp_path):
         ("a1", 8, 0.0, 3600.0),
         ("a3", 16, 110.0, 60.0),
     ]  # the CPU job a2 is left out; arrivals from the first GPU job
+    assert load_trace_counted(tmp_path / "cluster_log.csv", None, "helios")[1] == 1
 
 
 def test_tiresias_csv_with_user_estimates(tmp_path):
