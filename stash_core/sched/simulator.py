@@ -65,12 +65,17 @@ def simulate(
     (time, queued jobs, busy GPUs) after each instant at which something happened."""
     if uplink_factor < 1:
         raise UsageError(f"uplink factor must be >= 1, got {uplink_factor}")
+    refuse_too_big(jobs, cluster)
+    return _Engine(jobs, cluster, policy, uplink_factor, fabric, timeline).run()
+
+
+def refuse_too_big(jobs: list[TraceJob], cluster: Cluster) -> None:
+    """UsageError naming the jobs that need more GPUs than the cluster has: they could never start."""
     too_big = [job.job_id for job in jobs if job.gpus > cluster.total_gpus]
     if too_big:
         raise UsageError(
             f"job(s) {', '.join(too_big[:5])} need more GPUs than the cluster has ({cluster.total_gpus})"
         )
-    return _Engine(jobs, cluster, policy, uplink_factor, fabric, timeline).run()
 
 
 class _Engine:

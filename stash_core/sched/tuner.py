@@ -23,7 +23,7 @@ from stash_core.errors import UsageError
 from stash_core.sched.fabric import Fabric
 from stash_core.sched.metrics import schedule_metrics
 from stash_core.sched.policy import TIMED, Policy
-from stash_core.sched.simulator import simulate
+from stash_core.sched.simulator import refuse_too_big, simulate
 from stash_core.sched.topology import Cluster
 from stash_core.sched.trace import TraceJob
 
@@ -68,6 +68,7 @@ def plan_policies(
     """The policies to report, the jobs to report them on, and a sentence saying how timers were set."""
     if mode not in TUNING_MODES:
         raise UsageError(f"unknown tuning {mode!r}: choose {', '.join(TUNING_MODES)}")
+    refuse_too_big(jobs, cluster)  # before tuning, whose split would be blamed for a job that never fits
     timed = [p for p in bases if p.name in TIMED]
     if mode == "given":
         return bases, jobs, "timers as given"

@@ -49,6 +49,12 @@ def test_given_timers_are_used_as_given(tmp_path, capsys):
     assert f"{trace} (tiresias)" in out  # the format told from the columns, and said
 
 
+def one_big_job(tmp_path):
+    trace = tmp_path / "big.csv"
+    trace.write_text("job_id,num_gpu,submit_time,duration\nA,8,0,100\n")
+    return trace
+
+
 def test_bad_arguments_exit_2_with_one_line(tmp_path, capsys):
     for argv, message in [
         (["--synthetic-jobs", "5", "--cluster", "2x0x8"], "--cluster"),
@@ -57,6 +63,10 @@ def test_bad_arguments_exit_2_with_one_line(tmp_path, capsys):
         (
             ["--synthetic-jobs", "5", "--cluster", "1x1x1", "--policies", "spread"],
             "more GPUs than the cluster",
+        ),
+        (  # under the default split tuning: it said "cannot tune on 30% of 1 job(s)"
+            ["--trace", str(one_big_job(tmp_path)), "--cluster", "1x1x4"],
+            "job(s) A need more GPUs than the cluster has (4)",
         ),
         (["--synthetic-jobs", "5", "--tuning", "online", "--delay-s", "5"], "--tuning given"),
         (["--synthetic-jobs", "5", "--tune-fraction", "1"], "--tune-fraction"),
