@@ -6,6 +6,7 @@ a UsageError of one line that names the flag).
 from __future__ import annotations
 
 import ipaddress
+import json
 import re
 from dataclasses import asdict
 from pathlib import Path
@@ -152,6 +153,12 @@ def _check_script(spec: ProfileSpec) -> None:
         source = read_user_bytes(path, "script", MAX_SCRIPT_BYTES)
     except UsageError as error:
         raise FieldError(f"--script {error}", "script", spec.script) from None
+    if _is_notebook(path, source):  # its JSON parses as a Python expression, then fails at run time
+        raise FieldError(
+            f"--script {spec.script} is a Jupyter notebook, not a Python script: export it first "
+            "(jupyter nbconvert --to script NOTEBOOK.ipynb) and profile the .py file",
+            "script", spec.script,
+        )  # fmt: skip
     try:
         compile(source, str(path), "exec")
     except (SyntaxError, ValueError) as error:
@@ -164,6 +171,19 @@ def _check_script(spec: ProfileSpec) -> None:
         why = "a file, not a folder" if Path(spec.data_dir).exists() else "no such directory"
         message = f"--data-dir {spec.data_dir}: {why}"
         raise FieldError(message, "data_dir", spec.data_dir, "missing")
+
+
+def _is_notebook(path: Path, source: bytes) -> bool:
+    """A .ipynb file, or a JSON object with nbformat and cells (a notebook under another name)."""
+    if path.suffix.lower() == ".ipynb":
+        return True
+    if not source.lstrip().startswith(b"{"):
+        return False
+    try:
+        document = json.loads(source)
+    except ValueError:
+        return False
+    return isinstance(document, dict) and "nbformat" in document and "cells" in document
 
 
 def _machine_of(host: str) -> tuple[str, int]:

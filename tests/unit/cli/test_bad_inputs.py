@@ -159,6 +159,11 @@ def world(tmp_path_factory) -> dict[str, str]:
     (root / "truncated.duckdb").write_bytes(whole[: len(whole) // 2])
     (root / "plain").write_text("a plain file")
     (root / "ok_train.py").write_text("print('a script that parses')\n")
+    # a notebook's JSON parses as a Python expression: it failed at run time ("name 'null' is not defined")
+    notebook = {"cells": [{"cell_type": "code", "source": ["x = 1"], "outputs": [], "metadata": {},
+                           "execution_count": None}], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    (root / "train.ipynb").write_text(json.dumps(notebook))
+    (root / "notebook_train.py").write_text(json.dumps(notebook))
     (root / "link_train.py").symlink_to(root / "gone_train.py")  # a link whose target is gone
     (root / "folder").mkdir()
     (root / "workload.json").write_text(
@@ -770,6 +775,10 @@ CASES: list[tuple[str, list[str], str]] = [
     ("script-dangling-link", ["profile", "--script", "{tmp}/link_train.py", "--db", "{db}"],
      "link_train.py: a link to"),
     ("script-is-a-folder", ["profile", "--script", "{folder}", "--db", "{db}"], "is a directory"),
+    ("script-notebook", ["profile", "--script", "{tmp}/train.ipynb", "--db", "{db}"],
+     "is a Jupyter notebook"),
+    ("script-notebook-named-py", ["profile", "--script", "{tmp}/notebook_train.py", "--db", "{db}"],
+     "is a Jupyter notebook"),
     (
         "script-instance-control-character",
         ["profile", "--script", "{tmp}/ok_train.py", "--instance", "a\nb", "--db", "{db}"],
