@@ -2,9 +2,13 @@
 
 A map-style dataset (the usual case) is replayed per sample: the samples of REPLAY_BATCHES batches are read
 once, in the script's process as its loader starts its first epoch (before the first optimizer step, so in
-the warm-up), and from then on handed out again in place of new reads. Each loader worker reads its own at
-its first fetch instead where its workers are persistent (they start once: no more reads), or where the
-dataset works only inside its workers (they start anew each epoch, and read them again: the profile warns).
+the warm-up), and from then on handed out again in place of new reads. Those are the first batches the
+loader's batch sampler draws (from a copy of it, every random generator it may use put back as it was), and
+they are handed out as those batches: a sampler that groups samples (by length, to pad less) keeps its
+groups, where samples handed out by position padded each batch to nearly the longest. Each loader worker
+reads its own at its first fetch instead where its workers are persistent (they start once: no more reads),
+or where the dataset works only inside its workers (they start anew each epoch, and read them again: the
+profile warns).
 Everything else of the script's loader still runs as in the real-data runs: its sampler, its collate_fn
 (dict batches, padding), its worker processes and pinning. So the synthetic runs skip the dataset's own work
 only (file reads, decoding, augmentation): the CPU stall is the loading cost, not loading plus collation. An
@@ -14,7 +18,11 @@ as long as the loader's epoch (endless when it has no length).
 
 from __future__ import annotations
 
+import copy
 import itertools
+import operator
+import random
+import sys
 
 import torch
 
@@ -30,8 +38,10 @@ class SampleReplay:
     start once), or of a dataset that cannot be read outside its workers."""
 
     def __init__(self, batches: int = REPLAY_BATCHES) -> None:
-        self.batches = batches
+        self.count = batches
         self.cache: dict[int, tuple[object, list, list[int]]] = {}  # id -> (dataset kept alive, samples, at)
+        # id -> the sampler's first batches, as positions in the dataset's cached samples
+        self.batches: dict[int, list[list[int]]] = {}
         # Datasets whose read raised in the script's process, left to their workers and not read there again
         # (id -> the dataset, kept alive so that no other dataset takes its id).
         self.worker_only: dict[int, object] = {}
@@ -40,7 +50,13 @@ class SampleReplay:
         """torch's _MapDatasetFetcher.fetch, with the dataset's samples replayed."""
         entry = self.cache.get(id(fetcher.dataset)) or self.fill(fetcher, possibly_batched_index)
         _, samples, at = entry
-        if fetcher.auto_collation:
+        batches = self.batches.get(id(fetcher.dataset))
+        if fetcher.auto_collation and batches:  # the sampler's own batches, as many samples as asked
+            count = len(possibly_batched_index)
+            batch = batches[at[0] % len(batches)]
+            data = [samples[batch[k % len(batch)]] for k in range(count)]
+            at[0] += 1
+        elif fetcher.auto_collation:
             count = len(possibly_batched_index)
             data = [samples[(at[0] + k) % len(samples)] for k in range(count)]
             at[0] += count
@@ -68,15 +84,18 @@ class SampleReplay:
             size = len(dataset)
         except TypeError:
             return None  # a dataset of no length: its workers fill their own, from the indices they are given
+        drawn = first_batches(loader, self.count) if loader._auto_collation else None
         batch = loader.batch_size or getattr(loader.batch_sampler, "batch_size", None)
-        if not isinstance(batch, int) or batch <= 0:
+        if drawn is None and (not isinstance(batch, int) or batch <= 0):
             return None  # a batch sampler of its own making: its workers fill their own, batch by batch
-        count = min(size, batch * self.batches)
-        if count <= 0:
+        count = min(size, batch * self.count) if drawn is None else 0
+        if drawn is None and count <= 0:
             return None
         try:
-            # not the sampler's order: drawing from it would move the script's RNG
-            self.keep(dataset, list(range(count)), loader._auto_collation)
+            if drawn is None:
+                self.keep(dataset, list(range(count)), loader._auto_collation)
+            else:
+                self.keep_batches(dataset, drawn)
         except Exception as error:  # noqa: BLE001 - the user's dataset may raise anything
             if loader.num_workers == 0:
                 raise
@@ -84,7 +103,7 @@ class SampleReplay:
             return (
                 f"the script's dataset ({type(dataset).__name__}) could not be read outside its loader's "
                 f"workers, where Stash reads the samples the synthetic runs replay ({error_line(error)}): "
-                f"its {loader.num_workers} workers read their own, {self.batches} batches' worth each every "
+                f"its {loader.num_workers} workers read their own, {self.count} batches' worth each every "
                 "epoch, so the synthetic runs read some real data each epoch and the loading stalls may be "
                 "understated"
             )
@@ -99,11 +118,18 @@ class SampleReplay:
             size = 0
         # The first batch's indices, then the ones after them: REPLAY_BATCHES batches' worth in all.
         wanted = (
-            first + [(first[-1] + k) % size for k in range(1, len(first) * (self.batches - 1) + 1)]
+            first + [(first[-1] + k) % size for k in range(1, len(first) * (self.count - 1) + 1)]
             if size
             else first
         )
         return self.keep(dataset, wanted, fetcher.auto_collation)
+
+    def keep_batches(self, dataset, drawn: list[list[int]]) -> None:
+        """Read the samples of the sampler's `drawn` batches (each index once) and keep the batches."""
+        wanted = list(dict.fromkeys(index for batch in drawn for index in batch))
+        self.keep(dataset, wanted, True)
+        position = {index: at for at, index in enumerate(wanted)}
+        self.batches[id(dataset)] = [[position[index] for index in batch] for batch in drawn if batch]
 
     def keep(self, dataset, wanted: list[int], batched: bool) -> tuple[object, list, list[int]]:
         """Read the samples at `wanted` (in one __getitems__ where a batched dataset has it) and keep them."""
@@ -112,6 +138,37 @@ class SampleReplay:
         entry = (dataset, samples, [0])
         self.cache[id(dataset)] = entry
         return entry
+
+
+def first_batches(loader, count: int) -> list[list[int]] | None:
+    """The first `count` index batches `loader`'s batch sampler draws, from a copy of it, with the random
+    generators it may draw from (torch's, Python's, NumPy's, the sampler's and the loader's own) put back as
+    they were: the script's run goes on as if they were never drawn. None when the sampler cannot be copied
+    or drawn from (its batches are then not known; the samples are replayed by position)."""
+    try:
+        sampler = copy.copy(loader.batch_sampler)
+        if hasattr(sampler, "sampler"):  # torch's BatchSampler: its sampler's own state stays the script's
+            sampler.sampler = copy.copy(sampler.sampler)
+    except Exception:  # noqa: BLE001 - the user's sampler may refuse copying
+        return None
+    owners = (loader, loader.batch_sampler, getattr(loader.batch_sampler, "sampler", None))
+    found = (getattr(owner, "generator", None) for owner in owners)
+    generators = [generator for generator in found if isinstance(generator, torch.Generator)]
+    numpy = sys.modules.get("numpy")
+    saved = (torch.get_rng_state(), random.getstate(), numpy.random.get_state() if numpy else None,
+             [g.get_state() for g in generators])  # fmt: skip
+    try:
+        drawn = [[operator.index(i) for i in batch] for batch in itertools.islice(iter(sampler), count)]
+    except Exception:  # noqa: BLE001 - the user's sampler may raise anything (or draw no whole numbers)
+        return None
+    finally:
+        torch.set_rng_state(saved[0])
+        random.setstate(saved[1])
+        if numpy:
+            numpy.random.set_state(saved[2])
+        for generator, state in zip(generators, saved[3], strict=True):
+            generator.set_state(state)
+    return drawn or None
 
 
 class BatchReplay:

@@ -33,10 +33,63 @@ def test_eight_batches_are_read_whether_the_batch_size_is_the_loaders_or_its_bat
     assert _cached(DataLoader(data, batch_sampler=sampler)) == REPLAY_BATCHES * 32
 
 
-def test_a_batch_sampler_without_a_batch_size_leaves_the_read_to_the_workers():
+def test_a_batch_sampler_without_a_batch_size_is_replayed_as_its_batches():
     data = TensorDataset(torch.arange(100.0))
-    batches = [[0, 1, 2], [3, 4]]  # a list of index lists: no batch size to read eight batches of
-    assert _cached(DataLoader(data, batch_sampler=batches)) == 0
+    batches = [[0, 1, 2], [3, 4]]  # a list of index lists: no batch size, its batches drawn as they are
+    replay = SampleReplay()
+    replay.prefill(DataLoader(data, batch_sampler=batches))
+    assert len(replay.cache[id(data)][1]) == 5 and replay.batches[id(data)] == [[0, 1, 2], [3, 4]]
+
+
+class ByLength(Dataset):
+    """Token sequences of lengths 5 to 100, as a text data set holds them."""
+
+    def __len__(self) -> int:
+        return 400
+
+    def __getitem__(self, index: int) -> torch.Tensor:
+        return torch.ones(5 + (index * 37) % 96)
+
+
+class LengthGroups:
+    """A batch sampler that groups samples of similar length (to pad less), the groups in random order."""
+
+    def __init__(self, dataset: ByLength, batch_size: int) -> None:
+        order = sorted(range(len(dataset)), key=lambda i: len(dataset[i]))
+        self.groups = [order[i : i + batch_size] for i in range(0, len(order), batch_size)]
+
+    def __iter__(self):
+        for g in torch.randperm(len(self.groups)).tolist():
+            yield self.groups[g]
+
+    def __len__(self) -> int:
+        return len(self.groups)
+
+
+def _padded(batch: list[torch.Tensor]) -> torch.Tensor:
+    return torch.nn.utils.rnn.pad_sequence(batch, batch_first=True)
+
+
+def test_a_sampler_that_groups_by_length_keeps_its_groups_and_the_scripts_random_state():
+    """Handed out by position, each replayed batch mixed lengths and padded to nearly the longest (57 tokens
+    against the script's 38); and drawing the sampler's batches must not move the script's generators."""
+    dataset = ByLength()
+    loader = DataLoader(dataset, batch_sampler=LengthGroups(dataset, 16), collate_fn=_padded)
+    torch.manual_seed(5)
+    replay = SampleReplay()
+    replay.prefill(loader)
+    after_prefill = torch.rand(3)
+    torch.manual_seed(5)
+    assert torch.equal(torch.rand(3), after_prefill)  # the script's generator as if nothing was drawn
+
+    class Fetcher:  # torch's _MapDatasetFetcher as SampleReplay.fetch reads it
+        auto_collation, collate_fn = True, staticmethod(_padded)
+
+    Fetcher.dataset = dataset
+    widths = [replay.fetch(Fetcher, list(range(16))).shape[1] for _ in range(REPLAY_BATCHES)]
+    real = [_padded([dataset[i] for i in group]).shape[1] for group in LengthGroups(dataset, 16).groups]
+    # each replayed batch is one of the sampler's groups: padded as little as the script's own batches
+    assert set(widths) <= set(real) and sum(widths) / len(widths) < 0.8 * 100
 
 
 class WorkerOnly(Dataset):
