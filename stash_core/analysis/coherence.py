@@ -70,11 +70,38 @@ def _difference(
     return run_difference(times[later], times[earlier])
 
 
+def load_cause(quiet_load: str = "") -> str:
+    """Other load as the cause of an impossible breakdown, unless it was measured and small (`quiet_load`, the
+    load in words): then the launches or the work are the causes left."""
+    if quiet_load:
+        return (f"not other load ({quiet_load}): the runs' launches disagreed (too few, or too short), or "
+                "the work in them differed")  # fmt: skip
+    return "other load on the machine slowed one of them"
+
+
+def to_do(quiet_load: str = "") -> str:
+    if quiet_load:
+        return "profile again with more rounds of launches (--launches) or longer ones (--max-phase-seconds)"
+    return LOAD_TO_DO
+
+
+def same_world(runs: dict[str, dict], quiet_load: str = "") -> str:
+    """Where every run ran the same workers (a one-worker profile), a cause other than the world size."""
+    workers = {run.get("workers") for run in runs.values()}
+    if len(workers) != 1 or None in workers:
+        return ""
+    disagreed = "" if quiet_load else ", or its launches disagreed"
+    return (f"every run ran the same {workers.pop()} worker(s), so the world size is not the cause: "
+            f"{load_cause(quiet_load)}{disagreed}")  # fmt: skip
+
+
 def same_processes_cause(
-    times: dict[str, tuple], chain: list[str], runs: dict[str, dict], stalls: dict[str, dict] | None = None
+    times: dict[str, tuple], chain: list[str], runs: dict[str, dict], stalls: dict[str, dict] | None = None,
+    quiet_load: str = "",
 ) -> str:
     """Where every run faster than the one before it runs the same workers (R2 after R3), a cause other than
-    the world size; '' otherwise. runs: run name -> {"workers": int | None, ...}; stalls: the breakdown's."""
+    the world size; '' otherwise. runs: run name -> {"workers": int | None, ...}; stalls: the breakdown's;
+    quiet_load: the other load measured, in words, where it was too small to be the cause."""
     pairs = [(a, b) for a, b, _ in faster_pairs(times, chain, stalls)]
     workers = {name: (runs.get(name) or {}).get("workers") for pair in pairs for name in pair}
     if not pairs or any(workers[a] is None or workers[a] != workers[b] for a, b in pairs):
@@ -83,7 +110,7 @@ def same_processes_cause(
     # named where R2's launches found data cached (its warning says so) or could not tell
     cache = ("R3", "R2") in pairs and (runs.get("R2") or {}).get("started_cached") is not False
     why = "R2's data was still in the page cache when it read it (see its warning), or " if cache else ""
-    return f"{named}, so the world size is not the cause: {why}other load on the machine slowed one of them"
+    return f"{named}, so the world size is not the cause: {why}{load_cause(quiet_load)}"
 
 
 def impossible_findings(
@@ -134,7 +161,8 @@ LOAD_TO_DO = (
 
 
 def impossible_warning(
-    findings: list[str], per_process: list[str], same_work: str = "", same_processes: str = ""
+    findings: list[str], per_process: list[str], same_work: str = "", same_processes: str = "",
+    quiet_load: str = "",
 ) -> str | None:
     """The one warning line for an impossible breakdown: what, the likely cause, what to do. Runs that did
     different work per process are warned about even when their differences look possible: each stall
@@ -145,12 +173,14 @@ def impossible_warning(
     if per_process:
         cause = "the runs did different work per process: " + "; ".join(per_process)
     elif same_processes and findings:
-        return f"{IMPOSSIBLE}: {'; '.join(findings)}. Cause: {same_processes}. To do: {LOAD_TO_DO}"
+        return f"{IMPOSSIBLE}: {'; '.join(findings)}. Cause: {same_processes}. To do: {to_do(quiet_load)}"
     elif same_work:
+        likely = load_cause(quiet_load) if quiet_load else (
+            "most likely other load on the machine slowed one run, or its launches disagreed"
+        )
         return (
             f"{IMPOSSIBLE}: {'; '.join(findings)}. Cause: the work per process was the same in every run "
-            f"({same_work} in each run's processes), so most likely other load on the machine slowed one "
-            f"run, or its launches disagreed. To do: {LOAD_TO_DO}"
+            f"({same_work} in each run's processes), so {likely}. To do: {to_do(quiet_load)}"
         )
     else:
         cause = (

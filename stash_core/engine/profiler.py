@@ -15,6 +15,7 @@ from stash_core.analysis.coherence import (
     per_process_differences,
     same_processes_cause,
     same_work,
+    same_world,
 )
 from stash_core.analysis.comm import communication_bounds
 from stash_core.analysis.stalls import PhaseTime, breakdown
@@ -50,6 +51,7 @@ from stash_core.engine.records import probe_record, spec_record
 from stash_core.engine.retry import aborted, transient
 from stash_core.engine.rounds import current_shortfalls, decide_next_round
 from stash_core.engine.script_job import no_loader_stalls, uncommunicating
+from stash_core.engine.spread_cause import quiet_load
 from stash_core.errors import MeasurementError, ProfileEnded, StashError, UsageError
 from stash_core.interrupts import reason as interrupt_reason
 from stash_core.launch.hosts import RemoteHosts
@@ -339,20 +341,12 @@ def add_impossible_warning(result: dict, completed: list[dict], times: dict, cha
         }
         for record in completed
     }
-    same = same_processes_cause(pairs, chain, runs, result.get("stalls")) or _same_world(runs)
-    warning = impossible_warning(findings, per_process_differences(runs), same_work(runs), same)
+    quiet = quiet_load(completed)  # other load measured too small to be the cause: not blamed
+    same = same_processes_cause(pairs, chain, runs, result.get("stalls"), quiet) or same_world(runs, quiet)
+    warning = impossible_warning(findings, per_process_differences(runs), same_work(runs), same, quiet)
     if warning:
         result["impossible"] = bool(findings)
         result["warnings"].insert(0, warning)
-
-
-def _same_world(runs: dict[str, dict]) -> str:
-    """Where every run ran the same workers (a one-worker profile), a cause other than the world size."""
-    workers = {run.get("workers") for run in runs.values()}
-    if len(workers) != 1 or None in workers:
-        return ""
-    return (f"every run ran the same {workers.pop()} worker(s), so the world size is not the cause: other "
-            "load on the machine slowed one of them, or its launches disagreed")  # fmt: skip
 
 
 def add_communication(result: dict, doc: dict, chain: list[str]) -> None:

@@ -17,6 +17,19 @@ OTHER_LOAD_MEAN_CORES = 0.25
 OTHER_LOAD_PEAK_CORES = 0.5
 
 
+def quiet_load(records: list[dict]) -> str:
+    """The other load measured during the records' pooled launches, in words, where it was measured in every
+    one and stayed below the thresholds that make it a cause; '' otherwise."""
+    launches = [launch for record in records for launch in record.get("launches") or [] if launch["pooled"]]
+    loads = [launch.get("other_cores") for launch in launches]
+    if not loads or None in loads or sum(loads) / len(loads) >= OTHER_LOAD_MEAN_CORES:
+        return ""
+    if max(loads) >= OTHER_LOAD_PEAK_CORES:
+        return ""
+    mean_cores = sum(loads) / len(loads)
+    return f"other processes kept {mean_cores:.2f} cores busy on average (up to {max(loads):.2f})"
+
+
 def spread_cause(records: list[dict]) -> str:
     """What the runs' launches say about why their interval is wide: measured other load, launches that
     disagree without it (a first launch apart, a drift, or spread from launch to launch), or iterations

@@ -112,6 +112,28 @@ def test_a_one_worker_profile_s_impossible_run_does_not_blame_the_world_size() -
     assert "the code needs no change" in warning and "depends on the world size" not in warning
 
 
+def test_an_impossible_run_is_not_blamed_on_other_load_that_was_measured_small() -> None:
+    """The warning said "other load on the machine slowed one of them ... the code needs no change" where
+    Stash had measured 0.00 cores of other load (a script whose synthetic runs fed other batches)."""
+    from stash_core.engine.profiler import add_impossible_warning
+
+    times = {"R0": PhaseTime(0.90, 0.02), "R3": PhaseTime(0.80, 0.12), "R2": PhaseTime(0.70, 0.12)}
+    chain = ["R0", "R3", "R2"]
+    launch = {"pooled": True, "other_cores": 0.01}
+    for load, blamed in ((0.01, False), (0.8, True)):
+        result = breakdown(times, chain, None)
+        result["warnings"] = []
+        runs = [{"name": name, "workers": 1, "launches": [launch | {"other_cores": load}]} for name in chain]
+        add_impossible_warning(result, runs, times, chain)
+        [warning] = result["warnings"]
+        assert ("other load on the machine slowed one" in warning) is blamed
+        assert ("the code needs no change" in warning) is blamed
+        if not blamed:
+            assert "not other load (other processes kept 0.01 cores busy on average (up to 0.01))" in warning
+            assert "launches disagreed (too few, or too short), or the work in them differed" in warning
+            assert "--launches" in warning and "--max-phase-seconds" in warning
+
+
 def _paired(rounds: dict[str, list[tuple[float, float]]], chain: list[str]) -> tuple[dict, list[str]]:
     from stash_core.analysis.stats import pool_rounds
 
