@@ -9,6 +9,7 @@ from __future__ import annotations
 from stash_core.analysis.stats import run_difference
 
 SYNTHETIC_REFERENCES = ("R1n", "R1", "R0")  # the run R2 is compared with: the last synthetic one measured
+PIPELINE_WARNING = "input pipeline (CPU and disk together): "  # how a profile's warning of it begins
 
 
 def input_pipeline(times: dict[str, tuple[float, float | None]]) -> tuple[float, float, str] | None:

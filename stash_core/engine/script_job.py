@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from stash_core.analysis.pipeline import PIPELINE_WARNING
 from stash_core.analysis.pipeline import input_pipeline as pipeline_difference
 from stash_core.analysis.stalls import STALL_OF_PHASE
 from stash_core.engine.plan import PhasePlan
@@ -113,7 +114,7 @@ def finish_script_doc(doc: dict) -> None:
         seconds, ci95_s, reference = pipeline
         breakdown["input_pipeline"] = {"seconds": seconds, "ci95_s": ci95_s, "runs": f"R2 - {reference}"}
         breakdown["warnings"].append(
-            f"input pipeline (CPU and disk together): {seconds:.6f} s ± {ci95_s:.6f} per iteration "
+            f"{PIPELINE_WARNING}{seconds:.6f} s ± {ci95_s:.6f} per iteration "
             f"(R2 - {reference}), shown in 'not separated'"
         )
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from stash_core.analysis.epochs import per_epoch
+from stash_core.analysis.pipeline import PIPELINE_WARNING, input_pipeline
 from stash_core.analysis.stalls import (
     REMAINDER,
     REMAINDER_LABEL,
@@ -56,7 +57,27 @@ def breakdown_from_stored(run: dict) -> dict | None:
     stored = next((row for row in run.get("stalls") or [] if row.get("stall") == REMAINDER), None)
     if stored is not None and breakdown["unattributed_ci95_s"] is None:
         breakdown["unattributed_ci95_s"] = stored.get("ci95_s")
+    pipeline = _input_pipeline(run, breakdown["warnings"])
+    if pipeline is not None:
+        breakdown["input_pipeline"] = pipeline
     return with_remainder(breakdown)
+
+
+def _input_pipeline(run: dict, warnings: list) -> dict | None:
+    """A script's input-pipeline figure (R2 minus the last synthetic run) where its profile gave one (its
+    warning says so), made again from the stored runs as the profile made it (engine/script_job.py)."""
+    if not any(str(warning).startswith(PIPELINE_WARNING) for warning in warnings):
+        return None
+    times = {
+        phase["phase"]: (phase["mean_s"], phase.get("ci95_s"))
+        for phase in run.get("phases") or []
+        if phase.get("status") == "completed" and finite_float(phase.get("mean_s")) is not None
+    }
+    found = input_pipeline(times)
+    if found is None:
+        return None
+    seconds, ci95_s, reference = found
+    return {"seconds": seconds, "ci95_s": ci95_s, "runs": f"R2 - {reference}"}
 
 
 def _epoch_interval(ci95_s: Any, iterations_per_epoch: Any) -> float | None:

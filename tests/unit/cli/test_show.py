@@ -221,3 +221,26 @@ def test_show_of_a_probe_sets_id_prints_the_probe_set(tmp_path, capsys) -> None:
     assert "iteration" in capsys.readouterr().out
     assert main(["show", "zzz", "--db", str(db)]) == 2
     assert capsys.readouterr().err.strip() == f"stash: no run 'zzz' in {db}"
+
+
+def test_show_json_gives_a_scripts_input_pipeline_as_its_result_file_does(tmp_path, capsys) -> None:
+    """The JSON's breakdown lacked `input_pipeline` (R2 minus the last synthetic run), which the result file
+    of a script profiled without --data-dir holds."""
+    import json
+
+    from stash_core.analysis.pipeline import PIPELINE_WARNING
+    from stash_core.engine.script_job import input_pipeline
+
+    db = tmp_path / "r.duckdb"
+    doc = result_doc(stalls={"compute": 0.2, "cpu": 0.05, "disk": 0.01})  # R0, R3 and R2
+    seconds, ci95_s, reference = input_pipeline(doc)
+    doc["breakdown"]["input_pipeline"] = {"seconds": seconds, "ci95_s": ci95_s, "runs": f"R2 - {reference}"}
+    doc["breakdown"]["warnings"] = [f"{PIPELINE_WARNING}{seconds:.6f} s ± {ci95_s:.6f} per iteration"]
+    store.ingest_result(db, doc)
+    assert main(["show", doc["run_id"], "--db", str(db), "--format", "json"]) == 0
+    breakdown = json.loads(capsys.readouterr().out)["breakdown"]
+    assert breakdown["input_pipeline"] == pytest.approx(doc["breakdown"]["input_pipeline"])
+    other = result_doc(run_id="20261122T110600Z-2904421e", stalls={"compute": 0.2, "cpu": 0.05})
+    store.ingest_result(db, other)  # a run whose profile gave no such figure gets none
+    assert main(["show", other["run_id"], "--db", str(db), "--format", "json"]) == 0
+    assert "input_pipeline" not in json.loads(capsys.readouterr().out)["breakdown"]
