@@ -32,6 +32,7 @@ import torch.distributed as dist
 from stash_core import SAFE_PATH_VALUE
 from stash_core.measure import protocol
 from stash_core.measure.error_line import error_line
+from stash_core.measure.script_backward import BACKWARDS_WITHOUT_STEP, no_step_in_time, no_step_message
 from stash_core.measure.script_cache import cache_state_thread, evict_each_read
 from stash_core.measure.script_groups import destroy_kept, end, groups_kept
 from stash_core.measure.script_hooks import StepClock, install
@@ -355,9 +356,11 @@ def start_watchdog(job: WorkerJob, clock: StepClock, rank: int, stderr: StderrTa
     def watch() -> None:
         while not stop.wait(WATCH_EVERY_S):
             now, first, last = time.perf_counter(), clock.first_step_at, clock.last_step_at
+            backwards = getattr(clock, "backwards_before_step", 0)
+            if first is None and backwards >= BACKWARDS_WITHOUT_STEP:
+                fail(no_step_message(backwards))
             if first is None and now - started > timeout_s:
-                fail(f"no optimizer step within {timeout_s:g} s of the start: the script hangs before its "
-                     "first step, or needs longer (--script-start-timeout)")  # fmt: skip
+                fail(no_step_in_time(timeout_s, backwards))
             if first is not None and last is not None and now > max(first + run_s, last) + grace_s:
                 fail(f"no optimizer step for {now - last:.0f} s after step {clock.iterations + 1}, over "
                      f"{grace_s:g} s past this launch's {run_s:.3g} s of timing: the script hangs (a "

@@ -32,6 +32,7 @@ from torch.utils.data._utils.fetch import _MapDatasetFetcher
 from torch.utils.data.dataloader import _BaseDataLoaderIter
 
 from stash_core.measure.device_clock import EventClock, HostClock
+from stash_core.measure.script_backward import count_backwards
 from stash_core.measure.script_forward import time_forward
 from stash_core.measure.script_replay import REPLAY_BATCHES, BatchReplay, SampleReplay, leading_dim
 
@@ -209,6 +210,7 @@ def install(clock: StepClock, replay: bool, replay_batches: int = REPLAY_BATCHES
         register_optimizer_step_post_hook(lambda optimizer, args, kwargs: clock.boundary(optimizer)),
     ]
     remove_forward = time_forward(clock)
+    remove_backward = count_backwards(clock)
     original_next = _BaseDataLoaderIter.__next__
     original_iter = DataLoader.__iter__
     original_fetch = _MapDatasetFetcher.fetch
@@ -259,6 +261,7 @@ def install(clock: StepClock, replay: bool, replay_batches: int = REPLAY_BATCHES
         for handle in handles:
             handle.remove()
         remove_forward()
+        remove_backward()
         _BaseDataLoaderIter.__next__ = original_next
         DataLoader.__iter__ = original_iter
         _MapDatasetFetcher.fetch = original_fetch

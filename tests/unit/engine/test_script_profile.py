@@ -198,6 +198,27 @@ def test_a_script_that_fails_names_the_run_and_keeps_its_stderr(tmp_path: Path) 
     assert doc["status"] == "failed" and "reading cfg.yaml" in doc["phases"][0]["stderr_tail"]
 
 
+def test_a_script_that_steps_no_optimizer_is_told_so_at_once(tmp_path: Path) -> None:
+    """Weights updated by hand failed after the 120 s start timeout as "the script hangs before its first
+    step"."""
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent("""
+        import torch
+        model = torch.nn.Linear(8, 2)
+        while True:
+            model.zero_grad()
+            model(torch.randn(4, 8)).sum().backward()
+            with torch.no_grad():
+                for p in model.parameters():
+                    p -= 0.01 * p.grad
+    """))
+    out = tmp_path / "r.json"
+    done = stash_main("profile", "--script", str(script), "--out", str(out), *FAST, cwd=tmp_path)
+    assert done.returncode == 1
+    assert "backward passes without a torch.optim optimizer's step()" in done.stderr, done.stderr
+    assert "hangs" not in done.stderr
+
+
 # A dataset that works only inside its loader's workers (as one that opens an HDF5 or LMDB file in each).
 WORKER_ONLY = """
 import sys, torch
