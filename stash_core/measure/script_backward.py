@@ -2,7 +2,7 @@
 torch.optim optimizer (weights updated by hand, p.data -= lr * p.grad) is told apart from one that hangs:
 Stash counts an iteration at each optimizer step, and such a loop failed only at the start timeout, as a hang.
 
-Once the first step is seen the count stops (one attribute read per backward call in the timed loop)."""
+Once the script has stepped, its next backward call puts torch's own function back: the timed loop runs it."""
 
 from __future__ import annotations
 
@@ -24,6 +24,8 @@ def count_backwards(clock) -> Callable[[], None]:
     def counted(*args, **kwargs):
         if clock.first_step_at is None:
             clock.backwards_before_step += 1
+        else:
+            torch.autograd.backward = original  # stepped: the timed loop calls torch's own from now on
         return original(*args, **kwargs)
 
     torch.autograd.backward = counted

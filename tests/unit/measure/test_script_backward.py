@@ -25,6 +25,7 @@ def test_backward_passes_are_counted_until_the_first_step_and_torch_is_put_back(
         clock.first_step_at = 1.0
         (weight * 2).sum().backward()
         assert clock.backwards_before_step == 4  # not counted once the script steps
+        assert torch.autograd.backward is original  # the timed loop calls torch's own
     finally:
         remove()
     assert torch.autograd.backward is original
