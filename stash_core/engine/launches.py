@@ -222,7 +222,9 @@ def pool_record(record: dict, launched: list[tuple[int, dict]]) -> None:
     scripts = [o["script"] for o in used if isinstance(o.get("script"), dict)]
     if scripts:  # the ranks were gathered only if every launch gathered them, not as the first one did
         gathered = [s.get("ranks_gathered") for s in scripts]
-        record["script"] = {**scripts[0], "ranks_gathered": False if False in gathered else gathered[0]}
+        ended = [s["group_ended_after"] for s in scripts if s.get("group_ended_after") is not None]
+        record["script"] = {**scripts[0], "ranks_gathered": False if False in gathered else gathered[0],
+                            "group_ended_after": min(ended, default=None)}  # fmt: skip
 
 
 def mean_measured(values: list[float | None]) -> float | None:

@@ -99,6 +99,7 @@ def finish_script_doc(doc: dict) -> None:
     if not breakdown or not found:
         return
     breakdown["warnings"].extend(run_warnings(doc))
+    breakdown["warnings"].extend(group_end_warnings(doc))
     unread = unread_data_dir(doc)  # with or without a DataLoader, --data-dir was not the script's data
     if unread:
         breakdown["warnings"].append(unread)
@@ -127,6 +128,27 @@ def run_warnings(doc: dict) -> list[str]:
         for warning in (record.get("script") or {}).get("warnings") or []:
             said.setdefault(warning, []).append(record["name"])
     return [f"{', '.join(names)}: {warning}" for warning, names in said.items()]
+
+
+def group_end_warnings(doc: dict) -> list[str]:
+    """Runs of several processes whose script ended its process group (destroy_process_group) and stepped
+    on: the steps after it communicate nothing and the ranks can no longer be gathered."""
+    ended = {}
+    for record in doc["phases"]:
+        script = record.get("script") or {}
+        after = script.get("group_ended_after")
+        processes = (record.get("workers") or 1) * (record.get("nodes") or 1)
+        if after is not None and processes > 1 and (script.get("optimizer_steps") or 0) > after:
+            ended[record["name"]] = after
+    if not ended:
+        return []
+    runs = ", ".join(f"{name} after {after} steps" for name, after in ended.items())
+    return [
+        f"the script ended its process group (destroy_process_group) and went on stepping ({runs}): the "
+        "steps after it communicate nothing, so the interconnect and network stalls, timed over them too, "
+        "are understated, and the steps are rank 0's own times (the other ranks could not be gathered, the "
+        "rank skew is not measured); end the group after the training loop"
+    ]
 
 
 def unread_data_dir(doc: dict) -> str | None:

@@ -223,7 +223,7 @@ def run_script(job: WorkerJob, clock: StepClock, rule: StopRule) -> dict:
         # As in Stash's own workers (worker.py): on the CPU, the optimizer's and DDP's reach for torch's
         # compiler is served without importing it (2-3 s of CPU a process); a script that compiles, or asks
         # the compiler anything else, loads the real one at that moment. On a GPU the script runs as it is.
-        with compiler_unimported(when=cpu_only(job)), own_workers_refused(), groups_kept():
+        with compiler_unimported(when=cpu_only(job)), own_workers_refused(), groups_kept(clock):
             run_as_main(code, path)
     except StopScript:
         return rule.result

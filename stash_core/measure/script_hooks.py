@@ -60,6 +60,7 @@ class StepClock:
         # Whether the script set up a process group by a step: without one its workers never communicate
         # (read at the steps: a script may destroy its group before it ends).
         self.process_group = False
+        self.group_ended_after: int | None = None  # optimizer steps when the script ended its process group
         self.first_step_at: float | None = None
         self.last_step_at: float | None = None
         self.loader_used = False

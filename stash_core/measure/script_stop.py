@@ -182,6 +182,7 @@ def summarise(job: WorkerJob, clock: StepClock, step_s: list[float], reason: str
             "optimizer_steps": clock.iterations + (clock.first_step_at is not None),
             "other_steps_after": clock.other_steps_after,
             "process_group": bool(clock.process_group),
+            "group_ended_after": clock.group_ended_after,
             "split": split,
             "ranks_gathered": len(hosts) == world_size,
             "warnings": list(clock.warnings),  # this rank's: what the profile should say of the run

@@ -145,6 +145,29 @@ def test_a_ddp_script_that_ends_by_itself_and_destroys_its_group_completes(tmp_p
     doc = json.loads((tmp_path / "result.json").read_text())
     assert [phase["status"] for phase in doc["phases"]] == ["completed"] * 3
     assert "the script ended by itself" in done.stdout
+    assert "went on stepping" not in done.stdout  # it ends its group after its loop, as it should
+
+
+def test_a_script_that_ends_its_group_and_trains_on_is_warned_of(tmp_path: Path) -> None:
+    """Its later steps communicate nothing and its ranks cannot be gathered; the profile said nothing."""
+    source = """
+    import torch, torch.distributed as dist
+    dist.init_process_group("gloo")
+    net = torch.nn.Linear(16, 4)
+    model = torch.nn.parallel.DistributedDataParallel(net)
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.01)
+    x = torch.randn(8, 16)
+    for step in range(10**9):
+        (model if step < 20 else net)(x).pow(2).mean().backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        if step == 19:
+            dist.destroy_process_group()
+    """
+    doc, _ = profile(tmp_path, source, "--workers", "2", "--stalls", "compute,interconnect",
+                     "--max-phase-seconds", "6")  # fmt: skip
+    [warning] = [w for w in doc["breakdown"]["warnings"] if "went on stepping" in w]
+    assert "(R1 after 20 steps)" in warning and "destroy_process_group" in warning
 
 
 def test_a_script_that_catches_every_exception_is_still_stopped(tmp_path: Path) -> None:
