@@ -163,7 +163,9 @@ def breakdown(
             parts.append(_part("not_separable", name, stalls[name]["raw_s"]))
             terms.pop(name)
         stalls[name] = _stall(None, None, reference_s, iterations_per_epoch, "not_separable", reason)
-        warnings.append(f"{name} stall not separable: {reason}")
+    for reason in dict.fromkeys(not_separable.values()):  # stalls of one reason in one warning
+        names = [name for name, said in not_separable.items() if said == reason]
+        warnings.append(f"{' and '.join(names)} stall{'s' * (len(names) > 1)} not separable: {reason}")
     remainder = _closing_remainder(times, reference, stalls, terms, parts, iterations_per_epoch, rounds)
     return {
         "iteration_s": reference_s,

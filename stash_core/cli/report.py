@@ -62,10 +62,15 @@ def format_breakdown(
     headline = impossible_of_stored(breakdown.get("warnings"), breakdown.get("stalls"))
     if headline:  # said before any figure: the figures below are not a breakdown of the iteration
         lines.append(f"warning: {one_line(headline)}")
-    unresolved = []
+    unresolved, apart = [], {}  # apart: a not-separable reason -> the first stall line that gave it
     for name in STALLS:
         stall = breakdown["stalls"].get(name) or {}
         line = stall_line(LABELS[name], stall, iteration_s, digits)
+        note = stall.get("note") if stall.get("status") == "not_separable" else None
+        if line is not None and note in apart:  # the same reason once: the next stall refers to it
+            line = f"  {LABELS[name]:<{LABEL_WIDTH}}not separable: as {apart[note]}"
+        elif line is not None and note:
+            apart[note] = LABELS[name]
         if line is not None:
             lines.append(line)
         if stall_resolved(stall) is False:
@@ -75,7 +80,8 @@ def format_breakdown(
         hint = resolve_hint(breakdown.get("warnings"))
         lines.append(f"not resolved: {', '.join(unresolved)}; to resolve: {hint}")
     for warning in breakdown.get("warnings") or []:
-        if warning != headline:
+        said = any(warning.endswith(f"not separable: {note}") for note in apart)  # in the table above
+        if warning != headline and not said:
             lines.append(f"warning: {one_line(warning)}")
     return "\n".join(lines)
 

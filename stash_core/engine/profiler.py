@@ -123,7 +123,8 @@ def run_profile(
             )
         if data.not_separable_reason:
             plans = [plan for plan in plans if plan.name != "R3"]
-            doc["_not_separable"] = {"cpu": data.not_separable_reason, "disk": data.not_separable_reason}
+            asked = [name for name in ("cpu", "disk") if name in spec.stalls]  # a stall not asked: not said
+            doc["_not_separable"] = dict.fromkeys(asked, data.not_separable_reason)
         launched = LaunchedRuns([plan.name for plan in plans], launches_of(spec))
         with warm_starter(spec, remote):
             run_launches(plans, spec, data, reporter, warnings, remote, doc, model_info, launched, chain)

@@ -106,7 +106,7 @@ def finish_script_doc(doc: dict) -> None:
     if not any(info.get("loader_used") for info in found):
         # the stalls (and the remainder holding their time) were split so (no_loader_stalls); the rounds'
         # and the split's own lines about them say one thing here
-        said = ("cpu stall", "cpu:", "disk")
+        said = ("cpu stall", "cpu and disk stall", "cpu:", "disk")
         breakdown["warnings"] = [w for w in breakdown["warnings"] if not w.startswith(said)]
         breakdown["warnings"].append(f"cpu and disk stalls not separable: {NO_LOADER}")
         return

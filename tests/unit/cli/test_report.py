@@ -106,3 +106,23 @@ def test_a_script_that_ended_by_itself_is_not_advised_more_iterations() -> None:
     assert "to resolve: more iterations per run" in format_breakdown(breakdown)
     text = format_breakdown({**breakdown, "warnings": [ended]})
     assert "to resolve: a script with more to do (see its warning)" in text and "--iterations N" not in text
+
+
+def test_a_reason_two_stalls_share_is_said_once() -> None:
+    """A script without --data-dir said its long reason four times: on both stall lines and in a warning
+    for each."""
+    reason = "without --data-dir Stash cannot set the page-cache state of the files the script reads"
+    breakdown = {
+        "iteration_s": 0.2,
+        "iteration_ci95_s": 0.004,
+        "stalls": {
+            "compute": {"seconds": 0.19, "ci95_s": 0.003, "status": "measured"},
+            "cpu": {"seconds": None, "ci95_s": None, "status": "not_separable", "note": reason},
+            "disk": {"seconds": None, "ci95_s": None, "status": "not_separable", "note": reason},
+        },
+        "warnings": [f"cpu and disk stalls not separable: {reason}", "disk stall not separable: other"],
+    }
+    text = format_breakdown(breakdown)
+    assert text.count(reason) == 1
+    assert "  disk fetch     not separable: as CPU prep" in text
+    assert "warning: disk stall not separable: other" in text  # a reason the table does not give stays

@@ -137,3 +137,30 @@ def test_a_script_without_a_dataloader_says_only_the_loader_stalls_asked_for() -
         "cpu": NO_LOADER, "disk": NO_LOADER,
     }  # fmt: skip
     assert no_loader_stalls([{"name": "R0", "script": {"loader_used": True}}], ["cpu", "disk"]) == {}
+
+
+def test_a_script_without_data_dir_says_only_the_loader_stalls_asked_for(tmp_path) -> None:
+    """--stalls compute on a script with a DataLoader and no --data-dir still said "cpu stall not separable"
+    and "disk stall not separable" in its warnings."""
+    import textwrap
+
+    from support import stash_main
+
+    script = tmp_path / "train.py"
+    script.write_text(textwrap.dedent("""
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+        loader = DataLoader(TensorDataset(torch.randn(64, 8)), batch_size=8)
+        model = torch.nn.Linear(8, 2)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        while True:
+            for (x,) in loader:
+                model(x).sum().backward()
+                optimizer.step()
+                optimizer.zero_grad()
+    """))
+    done = stash_main("profile", "--script", str(script), "--stalls", "compute", "--iterations", "30",
+                      "--max-phase-seconds", "5", "--progress", "none", "--no-store", "--no-probes",
+                      "--out", str(tmp_path / "r.json"), cwd=tmp_path)  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "not separable" not in done.stdout and "CPU prep" not in done.stdout
