@@ -85,12 +85,13 @@ class SampleReplay:
         except TypeError:
             return None  # a dataset of no length: its workers fill their own, from the indices they are given
         drawn = first_batches(loader, self.count) if loader._auto_collation else None
-        batch = loader.batch_size or getattr(loader.batch_sampler, "batch_size", None)
-        if drawn is None and (not isinstance(batch, int) or batch <= 0):
-            return None  # a batch sampler of its own making: its workers fill their own, batch by batch
-        count = min(size, batch * self.count) if drawn is None else 0
-        if drawn is None and count <= 0:
-            return None
+        if drawn is None:  # the samples by position: as many as the batches would hold
+            batch = loader.batch_size or getattr(loader.batch_sampler, "batch_size", None)
+            if not isinstance(batch, int) or batch <= 0:
+                return None  # no batch size to read for: its workers fill their own, batch by batch
+            count = min(size, batch * self.count)
+            if count <= 0:
+                return None
         try:
             if drawn is None:
                 self.keep(dataset, list(range(count)), loader._auto_collation)
