@@ -54,13 +54,19 @@ class MemoryFit:
 
     def largest_batch(self, memory_gib: float) -> int | None:
         """Eq. 10: the largest power-of-two batch per GPU; None when not even one sample fits."""
-        room = self.a2 * memory_gib + self.b2
-        return 2 ** math.floor(math.log2(room)) if room >= 1 else None
+        return eq10_batch(self.a2, self.b2, memory_gib)
 
     def as_dict(self) -> dict:
         return {"a2": self.a2, "b2": self.b2, "batches": list(self.batches),
                 "peak_bytes": list(self.peak_bytes), "max_rel_error": self.max_rel_error,
                 "device": self.device, "bound": MAX_FIT_ERROR}  # fmt: skip
+
+
+def eq10_batch(a2: float, b2: float, memory_gib: float) -> int | None:
+    """Eq. 10: b = 2^floor(log2(a2 x memory + b2)), the largest power-of-two batch per GPU of `memory_gib`;
+    None when not even one sample fits."""
+    room = a2 * memory_gib + b2
+    return 2 ** math.floor(math.log2(room)) if math.isfinite(room) and room >= 1 else None
 
 
 def fit_memory(batches: list[int], peak_bytes: list[int], device: str = "cpu") -> MemoryFit:

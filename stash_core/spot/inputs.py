@@ -8,7 +8,7 @@ Workload file (JSON), spotDNN's profiling inputs:
       "a1": 0.12, "b1": 0.3,            # P = min(a1 sqrt(n) + b1, 1)
       "g": [g1, g2, g3, g4, g5],        # loss model coefficients
       "contention_margin": 0.03,        # optional, over-predict P by 3%
-      "batch_per_gpu": 128 or {"g3.4xlarge": 128, ...},
+      "batch_per_gpu": 128 or {"g3.4xlarge": 128, ...},  # else eq. 10's, from a2, b2 (spot-memory)
       "compute_s": {"g3.4xlarge": 0.41, ...},  # T_comp per instance type at its batch (optional per type)
       "loss_fit": {"mean_rel_error": 0.04, ...}  # written by `stash spot-fit-loss`: a fit beyond the bound
     }                                            # (lossfit.MAX_FIT_ERROR) is refused
@@ -29,6 +29,7 @@ from stash_core.catalog import get_instance
 from stash_core.catalog.prices import hourly_price
 from stash_core.catalog.unknown_names import not_in_catalog_text
 from stash_core.errors import UsageError
+from stash_core.spot.batch_memory import eq10_batch, gpu_memory_gib
 from stash_core.spot.lossfit import MAX_FIT_ERROR
 from stash_core.spot.model import Worker, Workload
 from stash_core.spot.planner import InstanceOffer
@@ -226,7 +227,7 @@ def build_offers(db_path: Path, offers: list[tuple[str, int]], doc: dict[str, An
         gpus = int(instance.get("accelerator_count") or 0)
         if gpus < 1:
             raise UsageError(f"instance {name} has no accelerators in the catalog; spotDNN plans GPU workers")
-        batch_per_gpu = _batch_per_gpu(doc, name)
+        batch_per_gpu = _batch_per_gpu(doc, name, instance.get("accelerator"))
         batch = gpus * batch_per_gpu
         compute_s = _compute_s(db_path, doc, name, batch_per_gpu, gpus)
         built.append(InstanceOffer(Worker(name, gpus, compute_s, batch, price), quota))
@@ -254,13 +255,33 @@ def _has_no_price(db_path: Path, name: str, pricing: str) -> bool:
     return instance is not None and hourly_price(instance, name, pricing)[0] is None
 
 
-def _batch_per_gpu(doc: dict[str, Any], name: str) -> int:
+def _batch_per_gpu(doc: dict[str, Any], name: str, accelerator: str | None) -> int:
+    """The batch per GPU the file gives for `name`; where it gives none, eq. 10's from the file's a2, b2
+    (`stash spot-memory`) and the GPU's memory. A batch that a fit measured on a GPU says does not fit the
+    instance's GPU is refused: that worker could not train it."""
     value = doc.get("batch_per_gpu")
     if isinstance(value, dict):
         value = value.get(name)
+    gib = gpu_memory_gib(accelerator)
+    fitted = eq10_batch(doc["a2"], doc["b2"], gib) if _has_memory_fit(doc) and gib else None
+    if value is None and _has_memory_fit(doc) and gib:
+        if fitted is None:
+            raise UsageError(f"instance {name}: eq. 10 (the workload's a2, b2) fits no sample in {gib:g} GiB")
+        return fitted
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise UsageError(f"workload file: batch_per_gpu for {name} must be a positive whole number")
+        also = "" if _has_memory_fit(doc) else " (or a2, b2 from stash spot-memory, for eq. 10's)"
+        raise UsageError(f"workload file: batch_per_gpu for {name} must be a positive whole number{also}")
+    measured_on_gpu = (doc.get("memory_fit") or {}).get("device") == "cuda"
+    if measured_on_gpu and fitted is not None and value > fitted:
+        raise UsageError(
+            f"instance {name}: batch_per_gpu {value} does not fit its GPU's {gib:g} GiB (eq. 10 from the "
+            f"workload's a2, b2, measured on a GPU: at most {fitted}); give it a smaller batch_per_gpu"
+        )
     return value
+
+
+def _has_memory_fit(doc: dict[str, Any]) -> bool:
+    return _is_number(doc.get("a2")) and _is_number(doc.get("b2")) and doc["a2"] > 0
 
 
 def _compute_s(db_path: Path, doc: dict[str, Any], name: str, batch_per_gpu: int, gpus: int) -> float:

@@ -98,3 +98,32 @@ def test_another_tools_json_is_not_written_into(tmp_path):
     empty = tmp_path / "empty.json"
     empty.write_text("{}")
     assert update_workload(empty, {"g": [1, 2, 3, 4, 5]}) == {"g": [1, 2, 3, 4, 5]}
+
+
+def _offers(tmp_path, **fields):
+    from stash_core.spot.inputs import build_offers
+
+    doc = {**DOC, "compute_s": {"g3.8xlarge": 0.8, "g4dn.4xlarge": 0.5}, **fields}
+    return build_offers(tmp_path / "r.duckdb", [("g3.8xlarge", 2), ("g4dn.4xlarge", 2)], doc, "spot")
+
+
+def test_eq_10_gives_the_batch_per_gpu_the_workload_leaves_to_it(tmp_path):
+    """The planner read batch_per_gpu alone: a2, b2 written by spot-memory (eq. 10) were never used."""
+    # 64 samples per GiB less 10: an M60 (8 GiB) holds 502 -> 256, a T4 (16 GiB) 1014 -> 512 per GPU
+    offers = _offers(tmp_path, a2=64.0, b2=-10.0)
+    assert [(o.worker.instance, o.worker.batch) for o in offers] == [
+        ("g3.8xlarge", 2 * 256),  # two M60s
+        ("g4dn.4xlarge", 512),
+    ]
+    given = _offers(tmp_path, a2=64.0, b2=-10.0, batch_per_gpu={"g3.8xlarge": 128})  # a type's own stays
+    assert [o.worker.batch for o in given] == [2 * 128, 512]
+    with pytest.raises(UsageError, match="g3.8xlarge must be a positive whole number \\(or a2, b2"):
+        _offers(tmp_path)
+
+
+def test_a_batch_that_a_gpu_fit_says_does_not_fit_is_refused(tmp_path):
+    fit = {"a2": 64.0, "b2": -10.0, "batch_per_gpu": 512}
+    with pytest.raises(UsageError, match="g3.8xlarge: batch_per_gpu 512 does not fit its GPU's 8 GiB .* 256"):
+        _offers(tmp_path, **fit, memory_fit={"device": "cuda"})
+    # a fit of the CPU's resident set stands in for a GPU's: not a reason to refuse
+    assert [o.worker.batch for o in _offers(tmp_path, **fit, memory_fit={"device": "cpu"})] == [1024, 512]
