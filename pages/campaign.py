@@ -72,7 +72,7 @@ def request_form() -> CampaignRequest | None:
             help="Where every instance type is launched; empty: its price's region, else the cloud's default",
         )  # fmt: skip
         budget = cols[3].number_input(
-            "Budget (USD, optional)", min_value=0.01, max_value=1e7, value=None, step=1.0,
+            "Budget (USD, optional)", min_value=0.01, max_value=1e7, value=None, step=1.0, format="%g",
             key="campaign-budget", persist_state="session",
             help="A plan that costs more at catalog prices is refused",
         )  # fmt: skip

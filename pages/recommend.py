@@ -383,6 +383,8 @@ WORDS = {
     "epochs: must": "Epochs: must", "max_usd: must": "Cost limit: must",
     "--optimizer-impl": "Optimizer implementation", "--optimizer": "Optimizer",  # the job's habits' fields
     "--memory-format": "Memory format", "--attention": "Attention",
+    "give budget_hours (a time budget), max_usd (a cost limit) or both":
+        "give a time budget, a cost limit or both (0 means none)",
 }
 # fmt: on
 

@@ -98,7 +98,7 @@ def request_form() -> dict | None:
     offers = offers_form(text)
     target_default, deadline_default = views.spot.EXAMPLE_TARGET
     row = st.columns(4)
-    target = row[0].number_input("Target loss", 0.0001, 1e6, target_default, format="%.4g", key="spot-target",
+    target = row[0].number_input("Target loss", 0.0001, 1e6, target_default, format="%g", key="spot-target",
                                  persist_state="session")
     deadline = row[1].number_input(
         "Deadline (s)", 1.0, 365 * 86400.0, deadline_default, format="%g", key="spot-deadline",

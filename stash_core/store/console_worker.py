@@ -102,12 +102,15 @@ def _query(con: Any, sql: str, row_cap: int) -> Any:
 
 def _shown_wrong(column: Any) -> bool:
     """Columns pandas takes but a page would show as something else: an interval as a DateOffset's fields,
-    bytes as a list of numbers, NaN as a missing value ("—", which is NULL)."""
+    bytes as a list of numbers, NaN as a missing value ("—", which is NULL), a list or struct as its values'
+    raw parts ([1.5, 2.25] as 150 and 225)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
     kind = column.type
     if pa.types.is_interval(kind) or pa.types.is_binary(kind) or pa.types.is_large_binary(kind):
+        return True
+    if pa.types.is_nested(kind):  # a list or struct of floats, dates or intervals: shown as raw parts
         return True
     if pa.types.is_fixed_size_binary(kind):
         return True

@@ -317,3 +317,10 @@ def test_the_form_proposes_the_profiled_input_shape_beside_the_profiled_batch(tm
     app = app.run()
     assert app.number_input(key="rec-batch-resnet10").value == 8
     assert app.text_input(key="rec-shape-resnet10").value == "3,32,32"
+
+
+def test_no_budget_and_no_cost_limit_is_said_in_the_pages_words(tmp_path, monkeypatch):
+    """It said "give budget_hours (a time budget), max_usd (a cost limit) or both": the API's names."""
+    app = _submit(_page(tmp_path / "r.duckdb", monkeypatch), 0.0)
+    said = " ".join(error.value for error in app.error)
+    assert "give a time budget, a cost limit or both" in said and "budget_hours" not in said
