@@ -22,11 +22,11 @@ def quiet_load(records: list[dict]) -> str:
     one and stayed below the thresholds that make it a cause; '' otherwise."""
     launches = [launch for record in records for launch in record.get("launches") or [] if launch["pooled"]]
     loads = [launch.get("other_cores") for launch in launches]
-    if not loads or None in loads or sum(loads) / len(loads) >= OTHER_LOAD_MEAN_CORES:
-        return ""
-    if max(loads) >= OTHER_LOAD_PEAK_CORES:
+    if not loads or None in loads:
         return ""
     mean_cores = sum(loads) / len(loads)
+    if mean_cores >= OTHER_LOAD_MEAN_CORES or max(loads) >= OTHER_LOAD_PEAK_CORES:
+        return ""
     return f"other processes kept {mean_cores:.2f} cores busy on average (up to {max(loads):.2f})"
 
 

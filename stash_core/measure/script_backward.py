@@ -19,7 +19,6 @@ def count_backwards(clock) -> Callable[[], None]:
     """Count torch.autograd.backward calls (Tensor.backward goes through it) in clock.backwards_before_step
     while clock.first_step_at is None; returns the function that puts torch's own back."""
     original = torch.autograd.backward
-    clock.backwards_before_step = 0
 
     def counted(*args, **kwargs):
         if clock.first_step_at is None:

@@ -356,7 +356,7 @@ def start_watchdog(job: WorkerJob, clock: StepClock, rank: int, stderr: StderrTa
     def watch() -> None:
         while not stop.wait(WATCH_EVERY_S):
             now, first, last = time.perf_counter(), clock.first_step_at, clock.last_step_at
-            backwards = getattr(clock, "backwards_before_step", 0)
+            backwards = clock.backwards_before_step
             if first is None and backwards >= BACKWARDS_WITHOUT_STEP:
                 fail(no_step_message(backwards))
             if first is None and now - started > timeout_s:

@@ -61,6 +61,7 @@ class StepClock:
         # (read at the steps: a script may destroy its group before it ends).
         self.process_group = False
         self.group_ended_after: int | None = None  # optimizer steps when the script ended its process group
+        self.backwards_before_step = 0  # backward passes before the first step (script_backward.py)
         self.first_step_at: float | None = None
         self.last_step_at: float | None = None
         self.loader_used = False

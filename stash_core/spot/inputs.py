@@ -263,8 +263,9 @@ def _batch_per_gpu(doc: dict[str, Any], name: str, accelerator: str | None) -> i
     if isinstance(value, dict):
         value = value.get(name)
     gib = gpu_memory_gib(accelerator)
-    fitted = eq10_batch(doc["a2"], doc["b2"], gib) if _has_memory_fit(doc) and gib else None
-    if value is None and _has_memory_fit(doc) and gib:
+    by_memory = _has_memory_fit(doc) and bool(gib)  # eq. 10 applies to this instance's GPU
+    fitted = eq10_batch(doc["a2"], doc["b2"], gib) if by_memory else None
+    if value is None and by_memory:
         if fitted is None:
             raise UsageError(f"instance {name}: eq. 10 (the workload's a2, b2) fits no sample in {gib:g} GiB")
         return fitted

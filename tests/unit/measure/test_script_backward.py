@@ -9,7 +9,7 @@ from stash_core.measure.script_backward import count_backwards, no_step_in_time,
 
 
 class Clock:
-    first_step_at = None
+    first_step_at, backwards_before_step = None, 0
 
 
 def test_backward_passes_are_counted_until_the_first_step_and_torch_is_put_back() -> None:
