@@ -1,9 +1,10 @@
 """How the suite is collected: the files that hold a long test first; pytest's rewritten test modules kept.
 
 CI runs most of the suite in two pytest-xdist processes that take a whole file at a time, in collection order
-(scripts/test_tiers.sh: --dist loadfile --no-loadscope-reorder). A long file taken last runs alone while the
-other process idles; taken first, the many short files fill in beside it. The longest files start real
-measuring processes (`launches`) or a browser (`e2e`); then those with a test marked `slow`.
+(scripts/test_tiers.sh: --dist loadfile --no-loadscope-reorder; xdist_schedule.py hands the files out). A
+long file taken last runs alone while the other process idles; taken first, the many short files fill in
+beside it. The longest files start real measuring processes (`launches`) or a browser (`e2e`); then those
+with a test marked `slow`.
 
 pytest rewrites the asserts of every test module it imports and keeps the result in __pycache__, unless
 bytecode is not to be written (PYTHONDONTWRITEBYTECODE, set where CI runs): then each pytest process rewrote
@@ -23,6 +24,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from xdist_schedule import pytest_xdist_make_scheduler  # noqa: F401 - the hook, registered here
 
 RANKS = (("launches", "e2e"), ("slow",))  # the first rank runs first; files with none of these marks last
 # CI's cluster and browser tiers collect only their folder, and tier 1 leaves those folders out
@@ -73,34 +75,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             if any(item.get_closest_marker(mark) for mark in marks):
                 rank_of[item.path] = min(rank, rank_of.get(item.path, rank))
     items.sort(key=lambda item: rank_of.get(item.path, len(RANKS)))  # stable: a file's tests keep their order
-
-
-@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: a run without it has none
-def pytest_xdist_make_scheduler(config: pytest.Config, log):
-    """`--dist loadfile`, but the emulated-cluster files that compare measured times (a test marked `quiet`)
-    make one unit: CI's cluster tier (scripts/test_tiers.sh) then runs them in one process, one after the
-    other, never two at once beside each other, while the other process takes the rest. (pytest-xdist's
-    own `loadgroup` groups by a suffix it adds to the test ids, which this pytest no longer keeps.)"""
-    if config.getvalue("dist") != "loadfile":
-        return None
-    from xdist.scheduler import LoadFileScheduling
-
-    root = Path(str(config.rootpath))
-    quiet: dict[str, bool] = {}
-
-    def compares_times(path: str) -> bool:
-        if path not in quiet:
-            source = root / path
-            quiet[path] = source.is_file() and "pytest.mark.quiet" in source.read_text()
-        return quiet[path]
-
-    class QuietClusterFilesTogether(LoadFileScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::", 1)[0]
-            in_cluster = path.startswith("tests/cluster/")
-            return "tests/cluster: quiet" if in_cluster and compares_times(path) else path
-
-    return QuietClusterFilesTogether(config, log)
 
 
 @pytest.fixture(scope="session")

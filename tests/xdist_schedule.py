@@ -1,0 +1,73 @@
+"""How CI's pytest-xdist processes share the suite: `--dist loadfile`, with two changes (a pytest plugin,
+loaded by tests/conftest.py).
+
+1. The emulated-cluster files that compare measured times (a test marked `quiet`) make one unit: CI's cluster
+   tier (scripts/test_tiers.sh) then runs them in one process, one after the other, never two at once beside
+   each other, while the other process takes the rest. (pytest-xdist's own `loadgroup` groups by a suffix it
+   adds to the test ids, which this pytest no longer keeps.)
+2. A worker that dies mid-file costs the test it died in, not the run. pytest-xdist 3.8.0 puts a dead
+   worker's whole file back on the queue, its finished tests and the one it died in included, and a worker
+   given a file with a single test left waits for a second one that never comes (a worker runs a test once
+   it knows the next, or is told to stop): the run hung until CI's limit. Here the test it died in is
+   reported failed (pytest-xdist's "worker crashed" report) and not run again, only the tests not yet run go
+   back on the queue, and a worker holding fewer than two tests is given more, or told to stop.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+MIN_HELD = 2  # a worker runs a test once it holds the next one, or has been told to stop
+
+
+@pytest.hookimpl(optionalhook=True)  # a pytest-xdist hook: a run without it has none
+def pytest_xdist_make_scheduler(config: pytest.Config, log):
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    root = Path(str(config.rootpath))
+    quiet: dict[str, bool] = {}
+
+    def compares_times(path: str) -> bool:
+        if path not in quiet:
+            source = root / path
+            quiet[path] = source.is_file() and "pytest.mark.quiet" in source.read_text()
+        return quiet[path]
+
+    class SuiteScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            in_cluster = path.startswith("tests/cluster/")
+            return "tests/cluster: quiet" if in_cluster and compares_times(path) else path
+
+        def remove_node(self, node) -> str | None:
+            """The test `node` died in (None if it held none); its other tests not yet run go back."""
+            workload = self.assigned_work.pop(node)
+            left = [
+                (scope, nodeid)
+                for scope, unit in workload.items()
+                for nodeid, done in unit.items()
+                if not done
+            ]
+            if not left:
+                return None
+            for scope, nodeid in left[1:]:  # the first not done is the one it was running
+                self.workqueue.setdefault(scope, {})[nodeid] = False
+            for other in self.assigned_work:
+                self._reschedule(other)
+            return left[0][1]
+
+        def _reschedule(self, node) -> None:
+            if node.shutting_down:
+                return
+            if self.workqueue and self._pending_of(self.assigned_work[node]) <= MIN_HELD:
+                self._assign_work_unit(node)
+            while self.workqueue and self._pending_of(self.assigned_work[node]) < MIN_HELD:
+                self._assign_work_unit(node)
+            if not self.workqueue:
+                node.shutdown()  # it runs what it holds, then stops
+
+    return SuiteScheduling(config, log)
