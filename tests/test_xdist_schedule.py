@@ -20,10 +20,13 @@ FILES = {
 LIMIT_S = 120  # a pytest-xdist start-up is a few seconds; the unmended run waited forever
 
 
-@pytest.mark.parametrize("workers", [1, 2])
-def test_a_worker_that_dies_fails_its_test_and_the_rest_of_its_file_runs(tmp_path, workers):
+@pytest.mark.parametrize(
+    ("workers", "dies", "says"),
+    [(1, "os._exit(1)", "exit status 1"), (2, "os.kill(os.getpid(), 9)", "signal SIGKILL")],
+)
+def test_a_worker_that_dies_fails_its_test_and_the_rest_of_its_file_runs(tmp_path, workers, dies, says):
     for name, text in FILES.items():
-        (tmp_path / name).write_text(text)
+        (tmp_path / name).write_text(text.replace("os._exit(1)", dies))
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     env = {**os.environ, "PYTHONPATH": str(TESTS)}
     argv = [sys.executable, "-m", "pytest", "-p", "xdist_schedule", "-p", "no:cacheprovider", "-q",
@@ -32,6 +35,7 @@ def test_a_worker_that_dies_fails_its_test_and_the_rest_of_its_file_runs(tmp_pat
     summary = result.stdout.strip().splitlines()[-1]
     assert result.returncode == 1 and "1 failed, 4 passed" in summary, result.stdout + result.stderr
     assert "crashed while running 'test_b.py::test_dies'" in result.stdout
+    assert f"] ended by {says}; the machine had " in result.stdout
 
 
 def test_a_test_that_hangs_is_ended_at_the_suite_s_timeout_and_the_run_goes_on(tmp_path):

@@ -11,12 +11,17 @@ loaded by tests/conftest.py).
    it knows the next, or is told to stop): the run hung until CI's limit. Here the test it died in is
    reported failed (pytest-xdist's "worker crashed" report) and not run again, only the tests not yet run go
    back on the queue, and a worker holding fewer than two tests is given more, or told to stop.
+3. How a dead worker ended is said (its exit status or the signal, and the memory the machine had left): a
+   SIGKILL with little memory left is the kernel's OOM killer, an exit status a test's own doing.
 """
 
 from __future__ import annotations
 
+import signal
+import subprocess
 from pathlib import Path
 
+import psutil
 import pytest
 
 MIN_HELD = 2  # a worker runs a test once it holds the next one, or has been told to stop
@@ -71,3 +76,21 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
                 node.shutdown()  # it runs what it holds, then stops
 
     return SuiteScheduling(config, log)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    if error is None:  # a worker that finished its work
+        return
+    popen = getattr(getattr(node.gateway, "_io", None), "popen", None)  # execnet's process of the worker
+    try:
+        code = popen.wait(timeout=5)
+    except (AttributeError, subprocess.TimeoutExpired):
+        return
+    try:
+        how = f"signal {signal.Signals(-code).name}" if code < 0 else f"exit status {code}"
+    except ValueError:
+        how = f"signal {-code}"
+    left_mb = psutil.virtual_memory().available / 2**20
+    reporter = node.config.pluginmanager.getplugin("terminalreporter")
+    reporter.write_line(f"[{node.gateway.id}] ended by {how}; the machine had {left_mb:,.0f} MiB available")
