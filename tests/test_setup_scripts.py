@@ -169,7 +169,8 @@ def test_a_test_that_no_tier_would_run_is_refused(tmp_path: Path, marks: str, fo
     a test in such a folder without its mark, or a quiet launch in a file the quiet tier would not find
     would run in no tier, so the suite refuses to collect it."""
     (tmp_path / "tests" / folder).mkdir(parents=True)
-    shutil.copy2(REPO / "tests" / "conftest.py", tmp_path / "tests" / "conftest.py")
+    for helper in ("conftest.py", "xdist_schedule.py"):  # the conftest imports the scheduling plugin
+        shutil.copy2(REPO / "tests" / helper, tmp_path / "tests" / helper)
     test = f"import pytest\n\npytestmark = [{marks}]\n\n\ndef test_x():\n    pass\n"
     (tmp_path / "tests" / folder / "test_x.py").write_text(test)
     names = ["cluster", "e2e", "slow", "quiet", "launches"]

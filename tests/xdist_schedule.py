@@ -10,7 +10,9 @@ loaded by tests/conftest.py).
    given a file with a single test left waits for a second one that never comes (a worker runs a test once
    it knows the next, or is told to stop): the run hung until CI's limit. Here the test it died in is
    reported failed (pytest-xdist's "worker crashed" report) and not run again, only the tests not yet run go
-   back on the queue, and a worker holding fewer than two tests is given more, or told to stop.
+   back on the queue, and a worker holding fewer than two tests is given more, or told to stop. Work sent to a
+   worker that has died but whose end has not been seen yet goes back with the rest (pytest-xdist's own
+   scheduling stopped the run on the broken pipe, an INTERNALERROR).
 3. How a dead worker ended is said (its exit status or the signal, and the memory the machine had left): a
    SIGKILL with little memory left is the kernel's OOM killer, an exit status a test's own doing.
 """
@@ -43,6 +45,10 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
         return quiet[path]
 
     class SuiteScheduling(LoadFileScheduling):
+        def __init__(self, config: pytest.Config, log) -> None:
+            super().__init__(config, log)
+            self._unsent: dict = {}  # by worker: the files whose sending failed (it had died)
+
         def _split_scope(self, nodeid: str) -> str:
             path = nodeid.split("::", 1)[0]
             in_cluster = path.startswith("tests/cluster/")
@@ -51,19 +57,31 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
         def remove_node(self, node) -> str | None:
             """The test `node` died in (None if it held none); its other tests not yet run go back."""
             workload = self.assigned_work.pop(node)
+            unsent = self._unsent.pop(node, set())
             left = [
                 (scope, nodeid)
                 for scope, unit in workload.items()
                 for nodeid, done in unit.items()
                 if not done
             ]
-            if not left:
-                return None
-            for scope, nodeid in left[1:]:  # the first not done is the one it was running
-                self.workqueue.setdefault(scope, {})[nodeid] = False
+            # the first test not done of the files it was sent is the one it was running
+            running = next((nodeid for scope, nodeid in left if scope not in unsent), None)
+            for scope, nodeid in left:
+                if nodeid != running:
+                    self.workqueue.setdefault(scope, {})[nodeid] = False
             for other in self.assigned_work:
                 self._reschedule(other)
-            return left[0][1]
+            return running
+
+        def _assign_work_unit(self, node) -> None:
+            scope, unit = self.workqueue.popitem(last=False)
+            self.assigned_work.setdefault(node, {})[scope] = unit
+            collection = self.registered_collections[node]
+            indexes = [collection.index(nodeid) for nodeid, done in unit.items() if not done]
+            try:
+                node.send_runtest_some(indexes)
+            except OSError:  # the worker died after its last report: its tests go back when it is removed
+                self._unsent.setdefault(node, set()).add(scope)
 
         def _reschedule(self, node) -> None:
             if node.shutting_down:
@@ -73,7 +91,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log):
             while self.workqueue and self._pending_of(self.assigned_work[node]) < MIN_HELD:
                 self._assign_work_unit(node)
             if not self.workqueue:
-                node.shutdown()  # it runs what it holds, then stops
+                node.shutdown()  # it runs what it holds, then stops (a dead one's pipe error is ignored)
 
     return SuiteScheduling(config, log)
 
