@@ -12,7 +12,6 @@ from stash_core.views import campaign as view
 from stash_core.views.campaign import CampaignPlan, CampaignRequest
 from stash_core.views.common import in_page_words, plain
 
-REQUEST_KEY = "campaign-request"
 PRICINGS = {"on-demand": "On-demand", "spot": "Spot"}
 INSTANCE_COLUMNS = {
     "where": "cloud/region",
@@ -34,6 +33,11 @@ NOT_TESTED = (
     "On a real account, run the command with --dry-run first, then launch one cheap instance type "
     "(docs/cloud.md)."
 )
+
+
+def request_key() -> str:
+    """The last request is the database's: after a switch, it is not re-run against the other catalog."""
+    return f"campaign-request:{current_db()}"
 
 
 def request_form() -> CampaignRequest | None:
@@ -99,11 +103,11 @@ def request_form() -> CampaignRequest | None:
             )  # fmt: skip
             view.check_request(request)
         except StashError as exc:
-            st.session_state.pop(REQUEST_KEY, None)
+            st.session_state.pop(request_key(), None)
             st.error(plain(in_page_words(str(exc), WORDS)), icon=":material/error:")
             return None
-        st.session_state[REQUEST_KEY] = request
-    return st.session_state.get(REQUEST_KEY)
+        st.session_state[request_key()] = request
+    return st.session_state.get(request_key())
 
 
 def plan_view(answer: CampaignPlan) -> None:

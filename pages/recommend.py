@@ -26,7 +26,13 @@ from stash_core.units import duration_words
 from stash_core.views.common import in_page_words, plain
 from stash_core.views.recommend import RecommendRequest
 
-REQUEST_KEY, PRECISIONS = "rec-request", ["fp32", "tf32", "amp"]
+PRECISIONS = ["fp32", "tf32", "amp"]
+
+
+def request_key() -> str:
+    """The last request is the database's: after a switch, the other database's request is not re-run there
+    (its instances, batch and shape came from that one's catalog and profiles)."""
+    return f"rec-request:{current_db()}"
 
 
 def request_form() -> RecommendRequest | None:
@@ -122,9 +128,9 @@ def request_form() -> RecommendRequest | None:
         except StashError as exc:
             said = in_page_words(str(exc), {"--input-shape ": ""})  # the field is named first
             st.error(f"Input shape: {plain(said)}", icon=":material/error:")
-            st.session_state.pop(REQUEST_KEY, None)  # an earlier job's answer (or error) is not this one's
+            st.session_state.pop(request_key(), None)  # an earlier job's answer (or error) is not this one's
             return None
-        st.session_state[REQUEST_KEY] = RecommendRequest(
+        st.session_state[request_key()] = RecommendRequest(
             model=model,
             batch_size=int(batch_size),
             precision=str(precision),
@@ -141,7 +147,7 @@ def request_form() -> RecommendRequest | None:
             optimizer_impl=str(optimizer_impl),
             attention=str(attention) if kind != "image" else "fused",
         )
-    return st.session_state.get(REQUEST_KEY)
+    return st.session_state.get(request_key())
 
 
 def pareto_chart(data: pd.DataFrame, budget_hours: float | None) -> alt.LayerChart:

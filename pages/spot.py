@@ -5,14 +5,21 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from pages._shared import chart_with_download, load, page_guard, page_header, show_table, usd_text
+from pages._shared import (
+    chart_with_download,
+    current_db,
+    load,
+    page_guard,
+    page_header,
+    show_table,
+    usd_text,
+)
 from stash_core import views
 from stash_core.errors import StashError
 from stash_core.spot.simulate import DEFAULT_SEED, RISK_RUNS
 from stash_core.views.common import plain
 from stash_core.views.spot import SpotAnswer
 
-REQUEST_KEY = "spot-request"
 DEFAULT_QUOTA = 4
 CANDIDATE_COLUMNS = {
     "iteration_s": st.column_config.NumberColumn("iteration (s)", format="%.4f"),
@@ -23,6 +30,11 @@ CANDIDATE_COLUMNS = {
     "cost_usd": st.column_config.NumberColumn("cost ($)", format="%.2f"),
     "within_budget": "within deadline",
 }
+
+
+def request_key() -> str:
+    """The last request is the database's: after a switch, it is not re-run against the other catalog."""
+    return f"spot-request:{current_db()}"
 
 
 def workload_source() -> str | None:
@@ -112,10 +124,10 @@ def request_form() -> dict | None:
     pcie = row[3].number_input("PCIe bandwidth (Gbit/s)", 0.1, 1e5, 80.0, format="%g", key="spot-pcie",
                                persist_state="session")
     if st.button("Plan", icon=":material/savings:", type="primary", key="spot-plan"):
-        st.session_state[REQUEST_KEY] = {"text": text, "offers": offers, "target_loss": float(target),
+        st.session_state[request_key()] = {"text": text, "offers": offers, "target_loss": float(target),
                                          "deadline_s": float(deadline), "revocation_s": float(revocation),
                                          "pcie_gbps": float(pcie)}  # fmt: skip
-    return st.session_state.get(REQUEST_KEY)
+    return st.session_state.get(request_key())
 
 
 def plan_box(answer: SpotAnswer, deadline_s: float) -> None:

@@ -113,8 +113,8 @@ def plan_spot(
         target_loss: the training loss to reach; budget_s: the time budget, seconds.
         ps_gbps: parameter-server bandwidth, Gbit/s (default the workload's measured one, else 9.6).
         pcie_gbps: PCIe bandwidth within a worker, Gbit/s; revocation_s: overhead of a revoked instance.
-        on_demand: price with on-demand instead of spot prices (never revoked: no risk, no revocation
-            overhead in the plan).
+        on_demand: price with on-demand instead of spot prices (never revoked: no risk; a revocation_s
+            or rate_per_h given with it is refused).
         rate_per_h: revocations per spot instance per hour for the plan's risk (default 0.5).
         top: candidates to keep; db: the database of the catalog.
 
@@ -135,8 +135,10 @@ def plan_spot(
     revocation_s = required("revocation_s", revocation_s, NON_NEGATIVE_YEAR)
     rate = checked("rate_per_h", rate_per_h, Number(0, 3600.0, whole=False, what="a number >= 0"))
     pricing = "on_demand" if switch("on_demand", on_demand) else "spot"
-    if pricing == "on_demand":  # never revoked: no revocation overhead in its plan
-        revocation_s = 0.0
+    if pricing == "on_demand" and (revocation_s > 0 or rate is not None):
+        raise UsageError(
+            "revocation_s and rate_per_h are for spot plans: an on-demand instance is never revoked"
+        )
     workload_path = required_path("workload", workload)
     try:
         loaded, doc = load_workload(workload_path)

@@ -183,9 +183,30 @@ def cmd_instances(args: argparse.Namespace) -> int:
         warning = (f"warning: {row['name']}'s spot price ${spot:g}/h is above its on-demand "
                    f"${on_demand:g}/h; spot capacity sells below on-demand")  # fmt: skip
         print(printable(warning), file=sys.stderr)
+    if "accelerator" in fields and (row.get("accelerator_count") or 0) > 0:
+        _say_accelerator(row)
     if new:  # a mistyped --db would otherwise go unnoticed
         print(printable(f"note: {path} did not exist: it is a new database, holding the built-in catalog"))
     return 0
+
+
+def _say_accelerator(row: dict) -> None:
+    """What predictions will take the instance's GPU for: a short name several variants carry resolves to
+    one of them, and a name the accelerator table lacks leaves the instance out of them."""
+    import difflib
+
+    from stash_core.catalog.accelerators import accelerator_table, match_accelerator
+
+    name, gpu = row["name"], row["accelerator"]
+    found = match_accelerator(gpu)
+    if found is None:
+        known = sorted({accelerator.name for accelerator in accelerator_table().values()})
+        close = difflib.get_close_matches(str(gpu), known, n=3, cutoff=0.4)
+        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        print(printable(f"warning: {gpu!r} is not in Stash's accelerator table{hint}: `stash predict` and "
+                        f"`stash recommend` leave {name} out"), file=sys.stderr)  # fmt: skip
+    elif found.ambiguous:
+        print(printable(f"note: {name}'s {found.note()}; give the full name to choose"))
 
 
 def _import(path: Any, args: argparse.Namespace) -> int:

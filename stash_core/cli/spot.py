@@ -101,6 +101,10 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
 def cmd_spot(args: argparse.Namespace) -> int:
     from stash_core.api.decisions import plan_spot
 
+    if args.on_demand and (args.revocation_s > 0 or args.rate_per_h is not None):
+        raise UsageError(
+            "--revocation-s and --rate-per-h are for spot plans: an on-demand instance is never revoked"
+        )
     plan = plan_spot(
         args.workload, args.instances, args.target_loss, args.budget_s, ps_gbps=args.ps_gbps,
         pcie_gbps=args.pcie_gbps, revocation_s=args.revocation_s, on_demand=args.on_demand,
@@ -182,9 +186,7 @@ def cmd_spot_fit_loss(args: argparse.Namespace) -> int:
         )
     flat = flat_fit_reason(fit, curves)
     if flat:  # the planner refuses it: no loss left to lose
-        raise UsageError(
-            f"{flat} (the loss must fall with training): do the curves fall? {kept}"
-        )
+        raise UsageError(f"{flat} (the loss must fall with training): do the curves fall? {kept}")
     if fit.g[3] < 0:  # the planner refuses it: sqrt(R + g4) at R = 0, one worker
         raise UsageError(
             f"the loss fit gives g4 = {fit.g[3]:.4g} < 0, which the planner cannot use for one worker: "

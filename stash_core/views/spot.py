@@ -110,7 +110,8 @@ def plan(db_path: Path | str, text: str, offers: tuple[tuple[str, int], ...], ta
         spot = plan_spot(path, quotas, target_loss, budget_s, **options)
         on_demand, reason = None, None
         try:
-            on_demand = plan_spot(path, quotas, target_loss, budget_s, on_demand=True, **options).plan
+            never_revoked = {**options, "revocation_s": 0.0}
+            on_demand = plan_spot(path, quotas, target_loss, budget_s, on_demand=True, **never_revoked).plan
         except UsageError as exc:  # e.g. no on-demand price in the catalog: the spot plan still stands
             reason = str(exc)
     return SpotAnswer(spot=spot.plan, on_demand=on_demand, candidates=candidates_frame(spot.candidates),

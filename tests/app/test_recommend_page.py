@@ -324,3 +324,18 @@ def test_no_budget_and_no_cost_limit_is_said_in_the_pages_words(tmp_path, monkey
     app = _submit(_page(tmp_path / "r.duckdb", monkeypatch), 0.0)
     said = " ".join(error.value for error in app.error)
     assert "give a time budget, a cost limit or both" in said and "budget_hours" not in said
+
+
+def test_a_request_is_not_run_again_on_another_database(populated, tmp_path, monkeypatch):
+    """After a switch of database, the last request (made on the other one's catalog and profiles) was run
+    there at once; now the page waits for Recommend, and the first database's answer is back on return."""
+    app = _submit(_page(populated, monkeypatch), 24.0)
+    assert any(markdown.value == "### 1 x p3.16xlarge" for markdown in app.markdown)
+    app.session_state["stash_db_path"] = str(tmp_path / "other.duckdb")
+    app = app.run()
+    assert not app.exception
+    assert not any(markdown.value.startswith("### ") for markdown in app.markdown)
+    assert any("press Recommend" in info.value for info in app.info)
+    app.session_state["stash_db_path"] = str(populated)
+    app = app.run()
+    assert any(markdown.value == "### 1 x p3.16xlarge" for markdown in app.markdown)

@@ -35,19 +35,29 @@ def epochs_words(epochs: float) -> str:
     return f"{epochs:g} epoch" if epochs == 1 else f"{epochs:g} epochs"
 
 
+# The stall that grew most is named as the whole slowdown's cause when it makes this much of it, else its own
+# share is given beside the whole.
+SOLE_CAUSE = 0.9
+
+
 def slowdown_cause(slower: dict[str, Any], faster: dict[str, Any]) -> str:
     """Which stall makes `slower` slower than `faster`, per epoch (so worker counts may differ)."""
     slowdown = slower["epoch_s"] / faster["epoch_s"] - 1.0
     if slowdown <= 0:
         return f"{_short(slower)} is not slower than {_short(faster)}"
-    extra = {}
+    share = {}  # each stall's extra time per epoch, as a share of the faster one's epoch
     for stall in STALL_NAMES:
         mine = finite_float(slower.get(f"{stall}_s")) or 0.0
         theirs = finite_float(faster.get(f"{stall}_s")) or 0.0
-        extra[stall] = mine * slower["iterations_per_epoch"] - theirs * faster["iterations_per_epoch"]
-    cause = max(extra, key=extra.get)
+        extra_s = mine * slower["iterations_per_epoch"] - theirs * faster["iterations_per_epoch"]
+        share[stall] = extra_s / faster["epoch_s"]
+    cause = max(share, key=share.get)
     what = "compute (fewer or slower accelerators)" if cause == "compute" else f"{cause} stall"
-    said = f"{what} makes {_short(slower)} {slowdown:.0%} slower than {_short(faster)}"
+    said = f"{what} makes {_short(slower)} {min(share[cause], slowdown):.0%} slower than {_short(faster)}"
+    if share[cause] < SOLE_CAUSE * slowdown:  # the rest of the gap is other stalls': not laid on this one
+        others = [f"{stall} {share[stall]:+.0%}" for stall in sorted(share, key=share.get, reverse=True)
+                  if stall != cause and share[stall] >= 0.005]  # fmt: skip
+        said += f", of {slowdown:.0%} in all" + (f" ({', '.join(others)})" if others else "")
     # Stalls one side has a figure for and the other has not (a profile's CPU and disk beside a prediction):
     # the gap is not like for like, and part of it may be theirs.
     unequal = [stall for stall in STALL_NAMES if (finite_float(slower.get(f"{stall}_s")) or 0.0) > 0

@@ -102,6 +102,8 @@ CASES = [
     ("spot-workload-fifo", lambda w: _spot(workload=w["fifo"])(w), "FIFO"),
     ("spot-workload-empty-object", lambda w: _spot(workload=w["empty_obj"])(w), "param_mb"),
     ("spot-instances-empty-dict", _spot(instances={}), "instances"),
+    ("spot-on-demand-revocation", _spot(on_demand=True, revocation_s=60), "an on-demand instance is never"),
+    ("spot-on-demand-rate", _spot(on_demand=True, rate_per_h=1.0), "revocation_s and rate_per_h are for"),
     ("spot-quota-negative", _spot(instances={"g4dn.xlarge": -1}), "the quota must be a positive integer"),
     ("spot-quota-zero", _spot(instances={"g4dn.xlarge": 0}), "the quota must be a positive integer, got 0"),
     ("spot-quota-over-the-cap", _spot(instances={"g4dn.xlarge": 50000}), "the quota must be at most 10,000"),

@@ -38,6 +38,15 @@ def test_a_plan_with_spot_prices_and_the_same_on_demand(tmp_path, capsys):
     assert on_demand["best"]["cost_usd"] > 3 * spot["best"]["cost_usd"]
 
 
+@pytest.mark.parametrize("spot_only", [["--revocation-s", "60"], ["--rate-per-h", "2"]])
+def test_revocation_options_with_on_demand_are_refused_not_ignored(tmp_path, capsys, spot_only):
+    status, out = _spot(tmp_path, capsys, "--budget-s", "3000", "--on-demand", *spot_only)
+    assert status == 2 and out.out == ""
+    assert out.err.strip() == (
+        "stash: --revocation-s and --rate-per-h are for spot plans: an on-demand instance is never revoked"
+    )
+
+
 def test_the_text_plan_names_the_cluster(tmp_path, capsys):
     status, out = _spot(tmp_path, capsys, "--budget-s", "3000")
     assert status == 0

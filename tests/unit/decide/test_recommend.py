@@ -303,6 +303,18 @@ def test_slowdown_cause_names_the_growing_stall():
     assert slowdown_cause(slow, fast) == "network stall makes 2 x b 50% slower than 1 x a"
 
 
+def test_a_stall_that_makes_only_part_of_a_slowdown_is_given_its_share_not_the_whole():
+    """Two machines spread over the network, each with a slower GPU: the network stall was said to make the
+    whole 468% where compute made a third of it."""
+    fast = {"instance": "a", "instance_count": 1, "epoch_s": 100.0, "iterations_per_epoch": 100,
+            "compute_s": 0.8, "interconnect_s": 0.2, "network_s": 0.0, "cpu_s": 0.0,
+            "disk_s": 0.0}  # fmt: skip
+    slow = {**fast, "instance": "b", "instance_count": 2, "epoch_s": 568.0, "compute_s": 2.3,
+            "network_s": 3.1}  # fmt: skip
+    said = "network stall makes 2 x b 310% slower than 1 x a, of 468% in all (compute +150%)"
+    assert slowdown_cause(slow, fast) == said
+
+
 def test_stalls_measured_on_one_side_only_are_said_to_be_part_of_the_gap():
     """A profile's CPU and disk stalls beside a prediction that has none: the gap was all laid on compute."""
     predicted = {"instance": "p4de.24xlarge", "instance_count": 1, "epoch_s": 63.0,
@@ -311,7 +323,8 @@ def test_stalls_measured_on_one_side_only_are_said_to_be_part_of_the_gap():
     measured = {**predicted, "instance": "p4d.24xlarge", "epoch_s": 101.0, "compute_s": 0.080, "cpu_s": 0.012,
                 "disk_s": 0.009}  # fmt: skip
     said = slowdown_cause(measured, predicted)
-    assert said.startswith("compute (fewer or slower accelerators) makes 1 x p4d.24xlarge 60% slower")
+    assert said.startswith("compute (fewer or slower accelerators) makes 1 x p4d.24xlarge 27% slower than "
+                           "1 x p4de.24xlarge, of 60% in all (cpu +19%, disk +14%)")  # fmt: skip
     assert said.endswith(
         "(its cpu and disk stalls, measured, are not predicted for 1 x p4de.24xlarge: part of the gap)"
     )

@@ -73,3 +73,15 @@ def test_the_pages_simulation_leaves_an_instance_with_a_spot_price_alone_out_of_
     assert list(frame["strategy"]) == ["spotDNN", "no contention", "on-demand"]
     assert "spotonly" not in frame.set_index("strategy").loc["on-demand", "first_plan"]
     assert "on-demand: planned without spotonly: no on-demand price" in frame.attrs["notes"][-1]
+
+
+def test_the_on_demand_plan_beside_a_spot_plan_with_a_revocation_overhead_is_made(tmp_path):
+    """The page plans on-demand beside spot with the same options: a revocation overhead, which an on-demand
+    plan refuses, is for the spot plan only."""
+    from stash_core.views.spot import plan
+
+    text = (REPO / "examples" / "workload.json").read_text()
+    answer = plan(tmp_path / "r.duckdb", text, (("g3.8xlarge", 5), ("g3.16xlarge", 3)), 0.8, 3000,
+                  revocation_s=60.0)  # fmt: skip
+    assert answer.spot is not None and answer.on_demand is not None, answer.on_demand_reason
+    assert answer.on_demand.best.cost_usd > answer.spot.best.cost_usd
