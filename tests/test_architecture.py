@@ -178,3 +178,13 @@ def test_the_top_level_holds_only_the_project():
         ["git", "ls-files"], cwd=REPO, capture_output=True, text=True, check=True
     ).stdout.split()
     assert {name.split("/", 1)[0] for name in tracked} - TOP_LEVEL_FILES == set()
+
+
+def test_every_test_module_has_a_name_of_its_own():
+    """Test folders are not packages, so pytest imports each file by its name alone: a second file of the same
+    name fails to collect (in one worker and not another, under xdist) and its tests never run."""
+    modules: dict[str, list[str]] = {}
+    for path in (REPO / "tests").rglob("*.py"):
+        if "__pycache__" not in path.parts and path.name != "conftest.py":
+            modules.setdefault(path.stem, []).append(str(path.relative_to(REPO)))
+    assert {name: paths for name, paths in modules.items() if len(paths) > 1} == {}
