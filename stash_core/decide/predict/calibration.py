@@ -100,6 +100,7 @@ ARRAYS = (
     "forward",
     "half",
     "relayout_s",
+    "fp32_compute_s",
 )
 
 

@@ -37,7 +37,12 @@ no conversion kernel in their time, docs/measurements/h200-convolutions.txt) hav
 ms in tf32 and nothing in fp32 (VGG-16 at 64: 9.4, 10.1 and none). A tf32 conversion is counted at its own
 tensors' bytes, twice an amp one's: counted at amp's bytes, as the H200's VGG-16 suggests, the published TF32
 figures in NCHW came out too fast with their source held out, six sources of seven
-(docs/validation-history.md). A prediction for a user's job assumes NCHW, PyTorch's default.
+(docs/validation-history.md). TF32 is allowed, not required: cuDNN runs a tf32 NCHW convolution on the FP32
+cores where that is faster than the tensor cores plus the conversion (its heuristics and cudnn.benchmark rank
+the FP32 kernels too), so such a convolution also carries its FP32 time (`fp32_compute_s`) and takes the
+faster of the two (roofline.op_seconds): a GPU whose TF32 peak is about its FP32 peak (the A10G, GeForce
+Ampere) or whose bandwidth is small against it (the L4) would otherwise run tf32 slower than fp32. A
+prediction for a user's job assumes NCHW, PyTorch's default.
 
 A model built in bfloat16 or float16 (StepCost.half_weights) trains as it is, in whatever precision is asked:
 on the 16-bit matrix units, with the 16-bit bytes its operators were counted at, no casts and no gradient
@@ -108,6 +113,7 @@ class Features:
     forward: np.ndarray  # 1.0 for a forward operator
     half: np.ndarray  # 1.0 where activations are FP16/BF16 (amp)
     relayout_s: np.ndarray  # NCHW <-> NHWC conversion of a tensor-core convolution, at the memory bandwidth
+    fp32_compute_s: np.ndarray  # a tf32 convolution's FLOPs / FP32 peak: cuDNN's other choice (0: none)
     optimizer_memory_s: float
     optimizer_kernels: float
     total_kernels: float  # kernels the host dispatches one by one (a library's own launches aside)
@@ -241,16 +247,19 @@ def _features(
         # on an H100: the same 24 TFLOP/s either way, docs/measurements/h100-attention.txt)
         on_fp32 = units == TF32_UNITS and op.op_class == "attention"
         op_units, op_peak = (FP32_UNITS, fp32_peak) if on_fp32 else (units, peak)
+        converts = relayout and "convolution" in op.name and not op.pointwise
+        fp32_choice = converts and units == TF32_UNITS and op.matrix
         key = (
             CLASSES.index(op.op_class),
             op.flops / op_peak / alignment_factor(op.alignment, op_units) if op.matrix else 0.0, moved_s,
             utilisation(op.tiles, sms) if op.matrix else 1.0, op.kernels,
             1.0 if op.phase == "forward" else 0.0,
-            moved_s if relayout and "convolution" in op.name and not op.pointwise else 0.0,
+            moved_s if converts else 0.0,
             op_units, op.host_dispatches,
+            op.flops / fp32_peak / alignment_factor(op.alignment, FP32_UNITS) if fp32_choice else 0.0,
         )  # fmt: skip
         merged[key] = merged.get(key, 0) + 1
-    rows = np.array(list(merged), dtype=float).reshape(-1, 9)
+    rows = np.array(list(merged), dtype=float).reshape(-1, 10)
     count = np.array(list(merged.values()), dtype=float)
     chunks = math.ceil(max(cost.trained_tensors, 1) / FOREACH_CHUNK_TENSORS)
     cast_bytes = cost.param_count * AMP_CAST_BYTES_PER_PARAM if amp else 0.0
@@ -281,7 +290,7 @@ def _features(
         compute_s=rows[:, 1], memory_s=rows[:, 2], op_class=rows[:, 0].astype(int),
         peak_kind=rows[:, 7].astype(int), utilisation=rows[:, 3],
         kernels=rows[:, 4], count=count, forward=rows[:, 5], half=np.full(len(rows), 1.0 if half else 0.0),
-        relayout_s=rows[:, 6], optimizer_memory_s=optimizer_bytes / bandwidth,
+        relayout_s=rows[:, 6], fp32_compute_s=rows[:, 9], optimizer_memory_s=optimizer_bytes / bandwidth,
         optimizer_kernels=float(optimizer_kernels), total_kernels=op_dispatches + optimizer_kernels,
         gbs_per_sm=accelerator.memory_gbs / sms, base_clock_share=accelerator.base_clock_share,
         fp32_lane_ratio=fp32_lane_ratio(accelerator), desktop=1.0 if desktop_part(accelerator) else 0.0,

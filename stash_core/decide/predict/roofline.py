@@ -21,7 +21,8 @@ unscaling (features.py); amp_memory scales the memory efficiency of its half-pre
 byte of them halves). An amp or tf32 convolution on NCHW tensors also pays their conversion to NHWC and back
 (features.py): nchw_relayout times its tensors' bytes, at the element-wise efficiency (prior 5: the conversion
 kernels of single 3x3 and 7x7 convolutions measured on an H200 took 3.6 to 9.7 times that,
-docs/measurements/h200-convolutions.txt). Memory traffic (of every operator, the conversion and the optimizer)
+docs/measurements/h200-convolutions.txt); a tf32 one takes the faster of that and its time on the FP32 cores,
+as cuDNN does (features.py). Memory traffic (of every operator, the conversion and the optimizer)
 also moves no faster than sm_gbs per SM: a kernel keeps a limited number of bytes in flight per SM, so by
 Little's law a GPU with much bandwidth per SM cannot use all of it (the H200 has the H100's 132 SMs and 1.43
 times its bandwidth; 13 of Stash's 15 steps timed on both, the two host-bound ones aside, ran only 1.02 to
@@ -142,7 +143,19 @@ def op_seconds(feats: Features, params: StepParams) -> np.ndarray:
     seconds = np.maximum(feats.compute_s / (compute_eff * wave), memory_s)
     relayout_s = memory_seconds(feats.relayout_s, params["elementwise"], feats.gbs_per_sm, params)
     seconds = seconds + params["nchw_relayout"] * relayout_s
+    seconds = np.minimum(seconds, fp32_choice_seconds(feats, params, wave, memory_s))
     return (seconds + params["launch_s"] * feats.kernels) * feats.count
+
+
+def fp32_choice_seconds(
+    feats: Features, params: StepParams, wave: np.ndarray, memory_s: np.ndarray
+) -> np.ndarray:
+    """A tf32 NCHW convolution's time on the FP32 cores, without the conversion (features.py: cuDNN takes
+    the faster); infinite for every other row."""
+    clock = sustained_clock_share(feats.base_clock_share, params, feats.desktop)
+    fp32_eff = params["matmul_fp32"] * clock * fp32_issue_share(feats.fp32_lane_ratio, 0, params)
+    on_fp32_s = np.maximum(feats.fp32_compute_s / (fp32_eff * wave), memory_s)
+    return np.where(np.asarray(feats.fp32_compute_s) > 0, on_fp32_s, np.inf)
 
 
 def elementwise_share(feats: Features, params: StepParams) -> np.ndarray:

@@ -305,6 +305,32 @@ def test_a_tensor_core_convolution_in_nchw_pays_its_relayout_and_nhwc_or_fp32_do
     assert features(step_cost("bert_tiny", 4), A100, "amp", None, "nchw").relayout_s.sum() == 0
 
 
+def test_a_tf32_nchw_convolution_runs_where_it_is_faster_tensor_cores_and_conversion_or_fp32_cores():
+    """TF32 is allowed, not required: cuDNN keeps its FP32 kernels among the choices, so tf32 is never
+    slower than fp32 (on the A10G its TF32 peak is about its FP32 peak; the L4 has little bandwidth)."""
+    params = fitted_params()
+    cost = step_cost("resnet50", 64)
+    for gpu in ("A10G", "L4", "A100", "H100"):
+        accelerator = find_accelerator(gpu)
+        fp32, tf32 = (compute_time(cost, accelerator, kind, params).step_s for kind in ("fp32", "tf32"))
+        assert tf32 <= fp32 * (1 + 1e-9), gpu
+    # only a tf32 convolution that converts has the FP32 choice, at its FLOPs over the FP32 peak
+    tf32 = features(cost, A100, "tf32", None, "nchw")
+    chosen = tf32.fp32_compute_s > 0
+    assert chosen.any() and (tf32.relayout_s[chosen] > 0).all() and (tf32.fp32_compute_s[~chosen] == 0).all()
+    ratio = tf32.fp32_compute_s[chosen] / tf32.compute_s[chosen]
+    assert ratio == pytest.approx(A100.tf32_tflops / A100.fp32_tflops)
+    for other in (features(cost, A100, "tf32", None, "nhwc"), features(cost, A100, "amp", None, "nchw")):
+        assert other.fp32_compute_s.sum() == 0
+    # where the tensor cores mostly win (an A100's TF32 is eight times its FP32), the choice changes little
+    no_choice = replace(tf32, fp32_compute_s=0 * tf32.fp32_compute_s)
+    assert op_seconds(tf32, params).sum() == pytest.approx(op_seconds(no_choice, params).sum(), rel=0.03)
+    # on an A10G some convolutions run faster on the FP32 cores, and take that time
+    a10g = features(cost, find_accelerator("A10G"), "tf32", None, "nchw")
+    no_choice = replace(a10g, fp32_compute_s=0 * a10g.fp32_compute_s)
+    assert op_seconds(a10g, params).sum() < op_seconds(no_choice, params).sum()
+
+
 def test_a_1x1_convolution_pays_no_nchw_conversion_and_a_3x3_one_does():
     with torch.device("meta"):
         x = torch.empty(2, 8, 16, 16, requires_grad=True)
