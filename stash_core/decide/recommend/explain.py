@@ -86,7 +86,7 @@ def explanations(options: pd.DataFrame, best: dict[str, Any], request: dict[str,
     tie = _tie(options, best)
     if tie:
         lines.append(tie)
-    for option in _alternatives(options, best).head(5).to_dict(orient="records"):
+    for option in _explained(options, best, request).to_dict(orient="records"):
         lines.append(_why_not(option, best, request))
     stale = _stale_prices(options[options["feasible"]] if "feasible" in options else options)
     if stale:
@@ -158,6 +158,36 @@ def _alternatives(options: pd.DataFrame, best: dict[str, Any]) -> pd.DataFrame:
     return alternatives.sort_values(["_same", "usd_per_h", "training_h"])
 
 
+EXPLAINED_OPTIONS = 5
+
+
+def _explained(options: pd.DataFrame, best: dict[str, Any], request: dict[str, Any]) -> pd.DataFrame:
+    """The cheaper-looking options given a line, at most EXPLAINED_OPTIONS: those with the same accelerators
+    for no more per hour, the cheapest per hour (the most tempting), then the nearest misses (the least over
+    the budget, the cost limit or the recommendation's cost: what a user weighing a little more time or money
+    asks about), where the cheapest per hour alone would name only options that miss by days."""
+    alternatives = _alternatives(options, best).sort_values(["usd_per_h", "training_h"], kind="stable")
+    same = alternatives["usd_per_h"] >= best["usd_per_h"]  # as many accelerators for the same money
+    same, others = alternatives[same], alternatives[~same]
+    misses = [_miss_ratio(option, best, request) for option in others.to_dict(orient="records")]
+    nearest = others.assign(_miss=misses).sort_values(["_miss", "usd_per_h", "training_h"], kind="stable")
+    chosen = pd.concat([same, others.head(1), nearest.drop(columns="_miss")])
+    return chosen[~chosen["config"].duplicated()].head(EXPLAINED_OPTIONS)
+
+
+def _miss_ratio(option: dict[str, Any], best: dict[str, Any], request: dict[str, Any]) -> float:
+    """How far an option is from beating `best`: its training time over the budget, its cost over the limit or
+    over the recommendation's, whichever is furthest (1 for an option that costs as much)."""
+    ratios = [1.0]
+    if request.get("budget_hours") and not option["meets_time"]:
+        ratios.append(option["training_h"] / request["budget_hours"])
+    if option["training_usd"] is not None and best["training_usd"]:
+        ratios.append(option["training_usd"] / best["training_usd"])
+    if request.get("max_usd") and option["training_usd"] is not None:
+        ratios.append(option["training_usd"] / request["max_usd"])
+    return max(ratios)
+
+
 def _why_not(option: dict[str, Any], best: dict[str, Any], request: dict[str, Any]) -> str:
     hourly = usd_words_apart(option["usd_per_h"], best["usd_per_h"])
     cheaper = (
@@ -171,6 +201,9 @@ def _why_not(option: dict[str, Any], best: dict[str, Any], request: dict[str, An
             f"{option['config']} {cheaper} but needs {duration_words(option['training_h'] * 3600)}, over the "
             f"{request['budget_hours']:g} h budget"
         )
+        if option["training_usd"] is not None and option["training_usd"] < best["training_usd"]:
+            costs = usd_words_apart(option["training_usd"], best["training_usd"])
+            line += f", for {costs[0]} against {costs[1]} in all"
     elif option["training_usd"] is not None and option["training_usd"] > best["training_usd"]:
         costs = usd_words_apart(option["training_usd"], best["training_usd"])
         line = f"{option['config']} {cheaper} but the training costs {costs[0]} against {costs[1]}"
