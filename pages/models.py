@@ -106,8 +106,25 @@ def prediction_form(report: FitReport, stalls: list[str]) -> None:
         factory = right.text_input("Factory function in the file", value="make", key="models-predict-factory",
                                    persist_state="session")
         submitted = st.form_submit_button("Predict", icon=":material/insights:")
-    if not submitted:
-        return
+    if submitted:
+        st.session_state.pop(answer_key(), None)  # an earlier model's answer is not this one's
+        counted = counted_model(name, uploaded, factory)
+        if counted is None:
+            return
+        st.session_state[answer_key()] = counted
+    counted = st.session_state.get(answer_key())
+    if counted is not None:
+        show_prediction(report, stalls, *counted)
+
+
+def answer_key() -> str:
+    """The last model counted, kept across reruns (another widget of the page, a visit to another page) and per
+    database: its prediction is made again from the fits of the database shown."""
+    return f"models-answer:{current_db()}"
+
+
+def counted_model(name: str, uploaded, factory: str) -> tuple[str, dict] | None:
+    """(label, gradient counts) of the model named or uploaded; None after a message saying why not."""
     if uploaded is not None:
         try:
             reference = views.models.uploaded_model_reference(
@@ -115,7 +132,7 @@ def prediction_form(report: FitReport, stalls: list[str]) -> None:
             )
         except UsageError as exc:
             st.error(plain(exc), icon=":material/error:")
-            return
+            return None
         label = uploaded.name
         kept = reference.rpartition(":")[0]  # the server's copy: its errors say the file as uploaded
     else:
@@ -123,13 +140,17 @@ def prediction_form(report: FitReport, stalls: list[str]) -> None:
         label, kept = reference, None
     if not reference:
         st.warning("Name a model or upload one.", icon=":material/warning:")
-        return
+        return None
     try:
         with st.spinner("Counting the model's gradients…"):
             counts = views.models.gradient_counts(reference)
     except UsageError as exc:
         st.error(plain(str(exc).replace(kept, uploaded.name) if kept else exc), icon=":material/error:")
-        return
+        return None
+    return label, counts
+
+
+def show_prediction(report: FitReport, stalls: list[str], label: str, counts: dict) -> None:
     st.markdown(
         f"**{plain(label)}**: {size_words(counts['grad_bytes'])} of gradients in "
         f"{counts['grad_tensor_count']} tensors, {counts['layer_count']} layers"

@@ -70,6 +70,19 @@ def test_fits_errors_and_a_prediction(tmp_path, monkeypatch):
     assert prediction.iloc[0]["by"] == "linear: bytes+tensors"
     expected_s = 0.002 + 1e-9 * 46_758_048 + 1e-4 * 62
     assert prediction.iloc[0]["predicted_ms"] == pytest.approx(expected_s * 1e3, rel=1e-6)
+    # another widget of the page reruns it: the prediction stays (it was lost with every rerun)
+    app.selectbox(key="models-feature").set_value("layer_count").run()
+    assert not app.exception
+    assert app.dataframe[-1].value.iloc[0]["predicted_ms"] == pytest.approx(expected_s * 1e3, rel=1e-6)
+    assert any("**resnet18**" in block.value for block in app.markdown)
+    # kept per database: another database's page does not show it
+    other = tmp_path / "other.duckdb"
+    ingest_result(other, result_doc("m1", instance="lab", stalls={"compute": 0.3, "interconnect": 0.01}))
+    app.session_state["stash_db_path"] = str(other)
+    monkeypatch.setenv("STASH_DB", str(other))
+    app.run()
+    assert not app.exception and any(button.label == "Predict" for button in app.button)
+    assert not any("**resnet18**" in block.value for block in app.markdown)
 
 
 def test_network_stall_across_bandwidths_and_a_lone_model(tmp_path, monkeypatch):
