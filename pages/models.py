@@ -118,8 +118,8 @@ def prediction_form(report: FitReport, stalls: list[str]) -> None:
 
 
 def answer_key() -> str:
-    """The last model counted, kept across reruns (another widget of the page, a visit to another page) and per
-    database: its prediction is made again from the fits of the database shown."""
+    """The last model counted, kept across reruns (another widget of the page, a visit to another page) and
+    per database: its prediction is made again from the fits of the database shown."""
     return f"models-answer:{current_db()}"
 
 

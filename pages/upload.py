@@ -66,6 +66,16 @@ def preview_view(report: views.upload.UploadReport) -> None:
         )
 
 
+# The files last dropped (name, bytes): the uploader forgets them when the user visits another page.
+KEPT_FILES = "upload-kept-files"
+
+
+def keep_files(key: str) -> None:
+    """The uploader's files as they now are, none once the user removes them (its change callback)."""
+    files = st.session_state.get(key) or []
+    st.session_state[KEPT_FILES] = tuple((file.name, file.getvalue()) for file in files)
+
+
 def main() -> None:
     st.title("Upload")
     st.caption(
@@ -79,17 +89,27 @@ def main() -> None:
         st.success(done, icon=":material/database:")
     for refused in st.session_state.pop("upload-refused", None) or []:
         st.error(refused, icon=":material/block:")
+    key = f"upload-files-{st.session_state.get('upload-generation', 0)}"
     uploaded = st.file_uploader(
         "Result files",
         type=["json", "parquet", "csv"],
         accept_multiple_files=True,
-        key=f"upload-files-{st.session_state.get('upload-generation', 0)}",
+        key=key,
         help="Drop one or many files. Nothing is stored until you press Store.",
+        on_change=keep_files,
+        args=(key,),
     )
-    if not uploaded:
+    files = tuple((file.name, file.getvalue()) for file in uploaded or [])
+    if not files:
+        files = st.session_state.get(KEPT_FILES, ())
+        if files:  # the uploader comes back empty after a visit to another page
+            names = ", ".join(plain(name) for name, _ in files)
+            st.caption(
+                f"Still checked from before you left this page: {names}. Drop files above to check others."
+            )
+    if not files:
         st.info("Drop files above to check them.", icon=":material/upload_file:")
         return
-    files = tuple((file.name, file.getvalue()) for file in uploaded)
     with st.spinner("Checking the files…"):
         report = load(views.upload.check_uploads, files)
     verdicts_view(report)
@@ -126,6 +146,7 @@ def store_view(report: views.upload.UploadReport) -> None:
             for name, run_id, reason in outcomes.refused
         ]
         st.session_state["upload-generation"] = st.session_state.get("upload-generation", 0) + 1
+        st.session_state.pop(KEPT_FILES, None)
         st.rerun()
 
 

@@ -160,3 +160,29 @@ def test_an_exports_tables_stored_together_are_counted_as_the_files_they_are(
     said = [s.value for s in app.success]
     assert any("Stored 5 run(s) from 4 file(s)." in line for line in said), said
 
+
+
+def _leave_and_return(app: AppTest) -> None:
+    app.switch_page("pages/overview.py").run()
+    app.switch_page("pages/upload.py").run()
+
+
+def test_files_dropped_stay_checked_after_a_visit_to_another_page_until_removed_or_stored(
+    populated_db: Path,
+) -> None:
+    app = _open_upload()
+    _upload(app, [("good.json", _good())])
+    _leave_and_return(app)  # the uploader comes back empty: the page checks the files it had
+    assert not app.exception
+    assert any("Still checked from before you left this page: good.json" in c.value for c in app.caption)
+    assert any("good.json" in s.value for s in app.success)
+    assert not app.button(key="upload-store").disabled
+    app.button(key="upload-store").click().run()
+    assert GOOD_ID in _stored_ids(populated_db)
+    _leave_and_return(app)  # stored: nothing left to check
+    assert not app.exception and any("Drop files above" in info.value for info in app.info)
+    # files removed by the user are not brought back either
+    _upload(app, [("good.json", _good())])
+    app.file_uploader[0].set_value([]).run()
+    _leave_and_return(app)
+    assert not any("Still checked" in c.value for c in app.caption)

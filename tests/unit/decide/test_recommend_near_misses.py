@@ -18,7 +18,8 @@ def _option(config: str, usd_per_h: float, training_h: float, workers: int = 1) 
     # epoch_s as the best's: no slowdown cause to compute, the line is about time and money alone
     return {
         **BEST, "config": config, "usd_per_h": usd_per_h, "workers_total": workers, "training_h": training_h,
-        "training_usd": usd_per_h * training_h, "meets_time": training_h <= 24.0, "feasible": training_h <= 24.0,
+        "training_usd": usd_per_h * training_h, "meets_time": training_h <= 24.0,
+        "feasible": training_h <= 24.0,
     }  # fmt: skip
 
 
