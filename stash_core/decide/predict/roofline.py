@@ -137,24 +137,24 @@ def op_seconds(feats: Features, params: StepParams) -> np.ndarray:
     memory_eff = memory_eff * params["amp_memory"] ** feats.half
     memory_eff = np.where(feats.op_class == 4, params["normalisation"], memory_eff)
     wave = feats.utilisation ** params["wave_exponent"]
-    compute_eff = compute_eff * sustained_clock_share(feats.base_clock_share, params, feats.desktop)
+    clock = sustained_clock_share(feats.base_clock_share, params, feats.desktop)
+    compute_eff = compute_eff * clock
     compute_eff = compute_eff * fp32_issue_share(feats.fp32_lane_ratio, feats.peak_kind, params)
     memory_s = memory_seconds(feats.memory_s, memory_eff, feats.gbs_per_sm, params)
     seconds = np.maximum(feats.compute_s / (compute_eff * wave), memory_s)
     relayout_s = memory_seconds(feats.relayout_s, params["elementwise"], feats.gbs_per_sm, params)
     seconds = seconds + params["nchw_relayout"] * relayout_s
-    seconds = np.minimum(seconds, fp32_choice_seconds(feats, params, wave, memory_s))
+    seconds = np.minimum(seconds, fp32_choice_seconds(feats, params, clock * wave, memory_s))
     return (seconds + params["launch_s"] * feats.kernels) * feats.count
 
 
 def fp32_choice_seconds(
-    feats: Features, params: StepParams, wave: np.ndarray, memory_s: np.ndarray
+    feats: Features, params: StepParams, clock_and_wave: np.ndarray, memory_s: np.ndarray
 ) -> np.ndarray:
     """A tf32 NCHW convolution's time on the FP32 cores, without the conversion (features.py: cuDNN takes
-    the faster); infinite for every other row."""
-    clock = sustained_clock_share(feats.base_clock_share, params, feats.desktop)
-    fp32_eff = params["matmul_fp32"] * clock * fp32_issue_share(feats.fp32_lane_ratio, 0, params)
-    on_fp32_s = np.maximum(feats.fp32_compute_s / (fp32_eff * wave), memory_s)
+    the faster), at the row's sustained clock and wave utilisation; infinite for every other row."""
+    fp32_eff = params["matmul_fp32"] * fp32_issue_share(feats.fp32_lane_ratio, 0, params) * clock_and_wave
+    on_fp32_s = np.maximum(feats.fp32_compute_s / fp32_eff, memory_s)
     return np.where(np.asarray(feats.fp32_compute_s) > 0, on_fp32_s, np.inf)
 
 

@@ -153,9 +153,7 @@ def _alternatives(options: pd.DataFrame, best: dict[str, Any]) -> pd.DataFrame:
             )
         )
     ]
-    # Same accelerator count for no more money is the most tempting alternative: explain those first.
-    alternatives = alternatives.assign(_same=alternatives["workers_total"] != best["workers_total"])
-    return alternatives.sort_values(["_same", "usd_per_h", "training_h"])
+    return alternatives.sort_values(["usd_per_h", "training_h"], kind="stable")
 
 
 EXPLAINED_OPTIONS = 5
@@ -166,7 +164,7 @@ def _explained(options: pd.DataFrame, best: dict[str, Any], request: dict[str, A
     for no more per hour, the cheapest per hour (the most tempting), then the nearest misses (the least over
     the budget, the cost limit or the recommendation's cost: what a user weighing a little more time or money
     asks about), where the cheapest per hour alone would name only options that miss by days."""
-    alternatives = _alternatives(options, best).sort_values(["usd_per_h", "training_h"], kind="stable")
+    alternatives = _alternatives(options, best)
     same = alternatives["usd_per_h"] >= best["usd_per_h"]  # as many accelerators for the same money
     same, others = alternatives[same], alternatives[~same]
     misses = [_miss_ratio(option, best, request) for option in others.to_dict(orient="records")]
