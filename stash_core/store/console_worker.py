@@ -92,12 +92,30 @@ def _query(con: Any, sql: str, row_cap: int) -> Any:
     relation = con.sql(sql)
     if relation is None:
         return pa.table({})
-    table = relation.limit(row_cap).to_arrow_table()
+    table = _types_as_text(relation.limit(row_cap)).to_arrow_table()
     for index in range(table.num_columns):
         column = table.column(index)
         if _shown_wrong(column) or not _pandas_takes(column):
             table = table.set_column(index, table.field(index).name, _as_text(column))
     return table
+
+
+# DuckDB types whose Arrow form loses what they hold: a TIMETZ its offset (12:34:56+02 came back as
+# 12:34:56), a BIT string its bits (its stored bytes, '\x05\xFD' for '101'), a BIGNUM its digits.
+_TEXT_TYPES = {"time with time zone", "bit", "bignum", "varint"}
+
+
+def _types_as_text(relation: Any) -> Any:
+    """The relation with the columns of _TEXT_TYPES as DuckDB writes them (by position: a name may hold any
+    character), the others and every name as they were (a limit's: a repeated name numbered, t and t_1)."""
+    kinds = [kind.id for kind in relation.types]
+    if not _TEXT_TYPES.intersection(kinds):
+        return relation
+    columns = []
+    for position, (name, kind) in enumerate(zip(relation.columns, kinds, strict=True), start=1):
+        value = f"CAST(#{position} AS VARCHAR)" if kind in _TEXT_TYPES else f"#{position}"
+        columns.append(f'{value} AS "{name.replace(chr(34), chr(34) * 2)}"')
+    return relation.project(", ".join(columns))
 
 
 def _shown_wrong(column: Any) -> bool:

@@ -179,6 +179,18 @@ def test_values_a_page_would_show_as_something_else_come_back_as_duckdb_writes_t
     assert (nested["l"][0], nested["s"][0]) == ("[1.5, 2.25]", "{'x': 1.5, 'd': 2024-01-01}")
 
 
+def test_values_arrow_would_lose_come_back_as_duckdb_writes_them(db: Path) -> None:
+    # Through Arrow a TIMETZ lost its offset, a BIT string came back as its stored bytes and a BIGNUM as
+    # bytes; names as any result has them (a repeated one numbered), the other columns as they were.
+    sql = ("SELECT TIMETZ '12:34:56.789+02' AS t, '101'::BIT AS t, 1 AS \"a\"\"b.c\", "
+           "123456789012345678901234567890::BIGNUM AS n UNION ALL SELECT NULL, NULL, 2, NULL")  # fmt: skip
+    frame = run_readonly_query(db, sql).frame
+    assert list(frame.columns) == ["t", "t_1", 'a"b.c', "n"]
+    assert list(frame.iloc[0]) == ["12:34:56.789+02", "101", 1, "123456789012345678901234567890"]
+    assert frame.iloc[1].isna().tolist() == [True, True, False, True]
+    assert frame['a"b.c'].dtype.kind == "i"
+
+
 def test_an_empty_result_keeps_its_columns(db: Path) -> None:
     result = run_readonly_query(db, "SELECT run_id, model FROM runs")
     assert list(result.frame.columns) == ["run_id", "model"] and result.frame.empty
