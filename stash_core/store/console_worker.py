@@ -121,7 +121,8 @@ def _types_as_text(relation: Any) -> Any:
 def _shown_wrong(column: Any) -> bool:
     """Columns pandas takes but a page would show as something else: an interval as a DateOffset's fields,
     bytes as a list of numbers, NaN as a missing value ("—", which is NULL), a list or struct as its values'
-    raw parts ([1.5, 2.25] as 150 and 225)."""
+    raw parts ([1.5, 2.25] as 150 and 225), a time or timestamp that holds a fraction of a second as whole
+    seconds (12:00:00.123456 as 12:00:00)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -132,6 +133,8 @@ def _shown_wrong(column: Any) -> bool:
         return True
     if pa.types.is_fixed_size_binary(kind):
         return True
+    if pa.types.is_timestamp(kind) or pa.types.is_time(kind):  # a table cell shows whole seconds only
+        return bool(pc.any(pc.not_equal(pc.subsecond(column), 0)).as_py())
     return pa.types.is_floating(kind) and bool(pc.any(pc.is_nan(column)).as_py())
 
 
@@ -150,6 +153,7 @@ def _as_text(column: Any) -> Any:
     import pyarrow as pa
 
     with duckdb.connect() as scratch:
+        scratch.execute("SET TimeZone = 'UTC'")  # as Stash's own connections write a TIMESTAMPTZ
         scratch.register("awkward", pa.table({"value": column}))
         return scratch.sql("SELECT CAST(value AS VARCHAR) AS value FROM awkward").to_arrow_table().column(0)
 

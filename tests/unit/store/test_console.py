@@ -7,6 +7,7 @@ import threading
 import time
 from pathlib import Path
 
+import pandas as pd
 import psutil
 import pytest
 
@@ -152,8 +153,8 @@ def test_the_result_is_capped_in_bytes(db: Path) -> None:
 def test_values_pandas_cannot_hold_come_back_as_text(db: Path) -> None:
     result = run_readonly_query(
         db,
-        "SELECT union_value(k := 'x') AS u, DATE '99999-01-01' AS far, now() AS at, 1 AS a, 2 AS a, "
-        "[1, 2] AS l",
+        "SELECT union_value(k := 'x') AS u, DATE '99999-01-01' AS far, "
+        "TIMESTAMPTZ '2024-01-01 12:00:00+00' AS at, 1 AS a, 2 AS a, [1, 2] AS l",
     )
     row = result.frame.iloc[0]
     assert row["u"] == "x" and row["far"] == "99999-01-01"
@@ -189,6 +190,18 @@ def test_values_arrow_would_lose_come_back_as_duckdb_writes_them(db: Path) -> No
     assert list(frame.iloc[0]) == ["12:34:56.789+02", "101", 1, "123456789012345678901234567890"]
     assert frame.iloc[1].isna().tolist() == [True, True, False, True]
     assert frame['a"b.c'].dtype.kind == "i"
+
+
+def test_times_with_fractions_of_a_second_keep_them_and_whole_seconds_stay_times(db: Path) -> None:
+    # A table cell shows a time or timestamp to the second: 12:00:00.123456 read 12:00:00.
+    sql = ("SELECT TIMESTAMP '2024-01-01 12:00:00.123456' AS ts, TIME '01:02:03.5' AS t, "
+           "TIMESTAMP '2024-01-01 12:00:00' AS whole, TIMESTAMPTZ '2024-01-01 12:00:00.5+00' AS tz "
+           "UNION ALL SELECT NULL, TIME '01:02:03', NULL, NULL")  # fmt: skip
+    frame = run_readonly_query(db, sql).frame
+    assert frame["ts"].iloc[0] == "2024-01-01 12:00:00.123456" and frame["ts"].isna().iloc[1]
+    assert frame["tz"].iloc[0] == "2024-01-01 12:00:00.5+00"  # in UTC whatever TZ says
+    assert list(frame["t"]) == ["01:02:03.5", "01:02:03"]
+    assert pd.api.types.is_datetime64_any_dtype(frame["whole"])
 
 
 def test_an_empty_result_keeps_its_columns(db: Path) -> None:
