@@ -102,19 +102,21 @@ def _query(con: Any, sql: str, row_cap: int) -> Any:
 
 # DuckDB types whose Arrow form loses what they hold: a TIMETZ its offset (12:34:56+02 came back as
 # 12:34:56), a BIT string its bits (its stored bytes, '\x05\xFD' for '101'), a BIGNUM its digits.
-_TEXT_TYPES = {"time with time zone", "bit", "bignum", "varint"}
+_TEXT_TYPES = {"time with time zone", "bit", "bignum"}
 
 
 def _types_as_text(relation: Any) -> Any:
     """The relation with the columns of _TEXT_TYPES as DuckDB writes them (by position: a name may hold any
     character), the others and every name as they were (a limit's: a repeated name numbered, t and t_1)."""
+    from stash_core.store.sql_names import quoted_name
+
     kinds = [kind.id for kind in relation.types]
     if not _TEXT_TYPES.intersection(kinds):
         return relation
     columns = []
     for position, (name, kind) in enumerate(zip(relation.columns, kinds, strict=True), start=1):
         value = f"CAST(#{position} AS VARCHAR)" if kind in _TEXT_TYPES else f"#{position}"
-        columns.append(f'{value} AS "{name.replace(chr(34), chr(34) * 2)}"')
+        columns.append(f"{value} AS {quoted_name(name)}")
     return relation.project(", ".join(columns))
 
 

@@ -19,6 +19,7 @@ from stash_core.store.console_files import mark_owner, remove_stale_folders
 from stash_core.store.dbfile import check_duckdb_path
 from stash_core.store.export_targets import refuse_replacing_others
 from stash_core.store.schema_template import copy_schema
+from stash_core.store.sql_names import quoted_name
 from stash_core.terminal import FORMULA_LEADS, escaped_characters
 from stash_core.userfiles import nearest_existing
 
@@ -216,7 +217,7 @@ def _csv_safe_columns(con: duckdb.DuckDBPyConnection, name: str) -> str:
     leads = _character_class(FORMULA_LEADS)
     parts = []
     for column, kind, *_ in con.execute(f"DESCRIBE SELECT * FROM {name}").fetchall():
-        quoted = '"' + column.replace('"', '""') + '"'
+        quoted = quoted_name(column)
         if kind == "VARCHAR":
             # quotes before a lead too (terminal.formula_safe): "'=x" is written "''=x", read back whole
             # backslashes doubled first (terminal.csv_escaped): an upload then reads the text back whole
@@ -233,7 +234,7 @@ def _json_safe_columns(con: duckdb.DuckDBPyConnection, name: str) -> str:
     files write it; DuckDB would write NaN and Infinity, which no JSON reader takes."""
     parts = []
     for column, kind, *_ in con.execute(f"DESCRIBE SELECT * FROM {name}").fetchall():
-        quoted = '"' + column.replace('"', '""') + '"'
+        quoted = quoted_name(column)
         finite = kind in ("DOUBLE", "FLOAT", "REAL")
         parts.append(f"CASE WHEN isfinite({quoted}) THEN {quoted} END AS {quoted}" if finite else quoted)
     return ", ".join(parts)

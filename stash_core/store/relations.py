@@ -13,6 +13,7 @@ import duckdb
 
 from stash_core.errors import UsageError
 from stash_core.store.connection import connect
+from stash_core.store.sql_names import quoted_name
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -32,9 +33,9 @@ def relation_frame(relation: duckdb.DuckDBPyRelation, max_rows: int | None = Non
     zoned = [column for column, kind in kinds if str(kind) == _TZ_TYPE]
     if zoned and len(set(relation.columns)) == len(relation.columns):
         select = ", ".join(
-            f'CAST("{_quoted(column)}" AS TIMESTAMP) AS "{_quoted(column)}"'
+            f"CAST({quoted_name(column)} AS TIMESTAMP) AS {quoted_name(column)}"
             if column in zoned
-            else f'"{_quoted(column)}"'
+            else quoted_name(column)
             for column in relation.columns
         )
         frame = relation.project(select).df()
@@ -52,7 +53,7 @@ def relation_rows(relation: duckdb.DuckDBPyRelation) -> list[dict[str, Any]]:
     if zoned and len(set(columns)) == len(columns):
         relation = relation.project(
             ", ".join(
-                f'CAST("{_quoted(c)}" AS TIMESTAMP) AS "{_quoted(c)}"' if c in zoned else f'"{_quoted(c)}"'
+                f"CAST({quoted_name(c)} AS TIMESTAMP) AS {quoted_name(c)}" if c in zoned else quoted_name(c)
                 for c in columns
             )
         )
@@ -106,7 +107,3 @@ def row_limit(value: int, what: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise UsageError(f"{what} must be a whole number >= 0, got {value!r}")
     return value
-
-
-def _quoted(column: str) -> str:
-    return column.replace('"', '""')

@@ -22,6 +22,7 @@ import duckdb
 from stash_core.proc import remove_folders_of_ended
 from stash_core.store.instances import transaction
 from stash_core.store.schema import create_schema
+from stash_core.store.sql_names import quoted_name
 
 _ALIAS = "stash_schema_template"
 _PREFIX = "stash-schema-"  # then this process's id: a folder of a process that is gone is removed
@@ -63,7 +64,7 @@ def copy_schema(con: duckdb.DuckDBPyConnection) -> None:
         return
     target = con.execute("SELECT current_database()").fetchall()[0][0]
     literal = "'" + str(template).replace("'", "''") + "'"
-    identifier = '"' + target.replace('"', '""') + '"'
+    identifier = quoted_name(target)
     with SCHEMA_CHANGE:  # the alias is the instance's: one attachment at a time
         con.execute(f"ATTACH {literal} AS {_ALIAS} (READ_ONLY)")  # outside the transaction: DuckDB detaches
         try:  # a database only where no transaction has worked on it
