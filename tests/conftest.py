@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import copy
 import functools
+import signal
 import sys
 from pathlib import Path
 
@@ -34,6 +35,14 @@ FOLDER_OF_MARK = {"cluster": "tests/cluster/", "e2e": "tests/e2e/"}
 # The quiet tier collects only the files that hold this text (scripts/test_tiers.sh greps for it); a test
 # marked `quiet` and `launches` outside the cluster in a file without it would run in no tier: refused.
 QUIET_TEXT = "mark.quiet"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # A suite started in the background by a non-interactive shell (`cmd &`) has SIGINT ignored, as POSIX
+    # says, and so would every process it starts: the tests of what Ctrl-C does need it delivered, as at a
+    # terminal (a Python handler, unlike an ignored signal, is not inherited: the children get the default).
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 @pytest.hookimpl(wrapper=True)

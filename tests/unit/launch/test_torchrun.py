@@ -5,6 +5,7 @@ interpreter's teardown ran."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -25,9 +26,11 @@ def _torchrun(tmp_path: Path, module: str, *args: str, script: str = "") -> subp
         f"import atexit, runpy; atexit.register(print, {TEARDOWN!r}, flush=True); "
         f"runpy.run_module({module!r}, run_name='__main__', alter_sys=True)"
     )
+    env = {**os.environ, "TMPDIR": str(tmp_path)}  # torchrun's torchelastic_* log folder goes there
     return subprocess.run(
-        [sys.executable, "-c", source, *args], capture_output=True, text=True, timeout=120, cwd=tmp_path
-    )
+        [sys.executable, "-c", source, *args],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env,
+    )  # fmt: skip
 
 
 ONE_WORKER = ("--standalone", "--nnodes", "1", "--nproc-per-node", "1", "--max-restarts", "0", "job.py")

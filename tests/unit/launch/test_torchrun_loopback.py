@@ -64,14 +64,14 @@ def _listening(tmp_path: Path) -> list[str]:
     argv[at : at + 2] = [str(tmp_path / "job.py")]  # the script itself, as torchrun runs a file
     done = subprocess.run(
         argv, capture_output=True, text=True, timeout=120, cwd=tmp_path,
-        env={**_env(), "RANK0_PID": str(tmp_path / "rank0.pid")},
+        env={**_env(tmp_path), "RANK0_PID": str(tmp_path / "rank0.pid")},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     return [line.split()[2] for line in done.stdout.splitlines() if line.startswith("LISTEN ")]
 
 
-def _env() -> dict[str, str]:
-    return {**os.environ, **worker_env(1)}
+def _env(tmp_path: Path) -> dict[str, str]:
+    return {**os.environ, **worker_env(1), "TMPDIR": str(tmp_path)}  # torchrun's log folder goes there
 
 
 def test_a_launch_on_this_machine_listens_on_loopback_only(tmp_path) -> None:
@@ -103,7 +103,7 @@ def test_a_standalone_launch_without_a_local_address_still_joins_where_the_host_
     argv = [sys.executable, "-c", source, "--standalone", "--nnodes", "1", "--nproc-per-node", "2",
             "--max-restarts", "0", "job.py"]  # fmt: skip
     done = subprocess.run(
-        argv, capture_output=True, text=True, timeout=60, cwd=tmp_path, env={**os.environ, **worker_env(1)}
+        argv, capture_output=True, text=True, timeout=60, cwd=tmp_path, env=_env(tmp_path)
     )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.count("sum 2") == 2
@@ -125,7 +125,7 @@ def test_a_one_machine_launch_given_a_loopback_master_listens_on_loopback_only(t
             "--monitor-interval", "0.5", str(tmp_path / "job.py")]  # fmt: skip
     done = subprocess.run(
         argv, capture_output=True, text=True, timeout=120, cwd=tmp_path,
-        env={**_env(), "RANK0_PID": str(tmp_path / "rank0.pid")},
+        env={**_env(tmp_path), "RANK0_PID": str(tmp_path / "rank0.pid")},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-3000:]
     addresses = [line.split()[2] for line in done.stdout.splitlines() if line.startswith("LISTEN ")]
@@ -151,7 +151,7 @@ def _two_nodes_listening(tmp_path: Path, master: str) -> list[str]:
              "--nproc-per-node", "1", "--master-addr", master, "--master-port", str(port),
              "--max-restarts", "0", "--monitor-interval", "0.5", str(tmp_path / "job.py")],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
-            env={**_env(), "RANK0_PID": str(tmp_path / "rank0.pid")},
+            env={**_env(tmp_path), "RANK0_PID": str(tmp_path / "rank0.pid")},
         )
         for rank in range(2)
     ]  # fmt: skip
