@@ -129,11 +129,13 @@ def _versioning() -> str:
 
 _AFTER = {
     "probes": """\
-Example: bus bandwidth against message size of the network probes of one run.
+Example: bus bandwidth against message size of the network probes of the latest run that probed the network
+(a run id starts with its UTC start time, so the largest is the latest).
 
 ```sql
 SELECT size_bytes, time_s, busbw_gbps FROM probes
-WHERE run_id = '20261122T104100Z-3f2a9c1b' AND phase = 'R1n' AND kind = 'allreduce' ORDER BY size_bytes;
+WHERE run_id = (SELECT max(run_id) FROM probes WHERE phase = 'R1n') AND phase = 'R1n' AND kind = 'allreduce'
+ORDER BY size_bytes;
 ```
 """,
     "stall_breakdown": """\
@@ -145,11 +147,11 @@ SELECT run_id, model, instance, iteration_s, compute_share, interconnect_share, 
 FROM stall_breakdown ORDER BY started_at DESC LIMIT 10;
 ```
 
-Example: iteration-time distribution of one phase.
+Example: iteration-time distribution of each phase of the latest run.
 
 ```sql
 SELECT phase, quantile_cont(iteration_s, [0.05, 0.5, 0.95]) AS p5_p50_p95_s
-FROM iterations WHERE run_id = '20261122T104100Z-3f2a9c1b' GROUP BY phase;
+FROM iterations WHERE run_id = (SELECT max(run_id) FROM runs) GROUP BY phase;
 ```
 """,
 }

@@ -155,7 +155,8 @@ PHASES = RelationDoc(
             null where not measured (a script's ranks not gathered at its end)
         resident_fraction_start | fraction | share of the data set in the page cache when the phase started
             (real-data phases only)
-        wall_s | s | wall-clock time of the whole phase incl. start-up and warm-up
+        wall_s | s | wall-clock time of the whole phase incl. start-up and warm-up; R0 and R1 timed in one
+            launch split its time: R0 the time of its own timed blocks, R1 the rest (start-up included)
         telemetry_interval_s | s | sampling interval of the phase's telemetry
         """
     ),
@@ -184,12 +185,14 @@ ITERATIONS = RelationDoc(
 TELEMETRY = RelationDoc(
     "telemetry",
     "utilisation samples, long format",
-    "No key and no index. One row per (sample time, metric); a metric the machine cannot report is simply "
-    "absent.",
+    "No key and no index. One row per (phase, sample time, metric); a metric the machine cannot report is "
+    "simply absent. R0 and R1 timed in one launch (a paired profile, the default) share that launch's "
+    "samples: each is stored under both phases, so count a launch's samples once (one of the two phases, or "
+    "DISTINCT t_s, metric).",
     table(
         """
         run_id | | the profile
-        phase | | the phase being run when sampled
+        phase | | the phase being run when sampled (R0 and R1 timed in one launch: both, the same samples)
         t_s | s | when sampled: seconds since the profile's first launch started, over all of the run's
             launches (runs stored before every launch's telemetry was kept: since the run started)
         metric | | metric name: `cpu_util_pct` (all cores, %), `cpu<i>_util_pct` (core i, %),
