@@ -6,11 +6,14 @@ import contextlib
 import copy
 import io
 import os
+import shutil
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import psutil
+import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 TINY_CNN = f"{REPO}/examples/models/tiny_cnn.py:make"
@@ -121,3 +124,37 @@ def ended_pid() -> int:
     ended = subprocess.Popen(["true"])
     ended.wait()
     return ended.pid
+
+
+@contextlib.contextmanager
+def mounted_tmpfs(target: Path, size: str):
+    """A tmpfs of `size` (mount's notation: "16m") mounted at the folder `target`, unmounted afterwards
+    whatever the test did; the test is skipped where one cannot be mounted (it needs root)."""
+    if os.geteuid() != 0:
+        pytest.skip("a full file system is made with a small tmpfs, which needs root")
+    if shutil.which("mount") is None or shutil.which("umount") is None:
+        pytest.skip("mount/umount are not installed")
+    name = f"stash-full-{uuid.uuid4().hex[:6]}"
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", name, str(target)],
+                          capture_output=True, text=True)  # fmt: skip
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.strip()}")
+    try:
+        yield target
+    finally:
+        if subprocess.run(["umount", str(target)], capture_output=True).returncode != 0:
+            subprocess.run(["umount", "-l", str(target)], capture_output=True)
+
+
+def fill(folder: Path, keep_bytes: int = 0) -> None:
+    """Fill the file system of `folder` up to all but `keep_bytes` (none: until it refuses a write)."""
+    free = shutil.disk_usage(folder).free - keep_bytes
+    with (folder / "filler").open("wb") as handle:
+        try:
+            while free > 0 or not keep_bytes:
+                chunk = min(free, 1 << 16) if free > 0 else 1 << 16
+                handle.write(b"\0" * chunk)
+                handle.flush()
+                free -= chunk
+        except OSError:  # full before the estimate ran out
+            pass

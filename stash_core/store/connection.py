@@ -88,10 +88,12 @@ def _opened(
     existed = path.exists()
     try:
         con = _open_with_retry(path, read_only, timeout_s)
+    except DatabaseLocked:
+        raise  # another process holds the file: it is theirs
     except UsageError:
         if not existed:
-            _remove_if_empty(path)  # DuckDB created it but could not write its header (a full disk)
-        if not wal_existed:
+            _remove_new(path)  # DuckDB created it but could not write it whole (a full disk)
+        elif not wal_existed:
             _remove_if_empty(wal)
         raise
     try:
@@ -103,7 +105,9 @@ def _opened(
         return con
     except duckdb.Error as exc:
         _close_quietly(con)
-        if not wal_existed:
+        if not existed:
+            _remove_new(path)  # a new database whose schema a full disk refused: no half-made file is left
+        elif not wal_existed:
             _remove_if_empty(wal)  # a full disk at the first write leaves an empty .wal
         if _CORRUPT_RE.search(str(exc)):
             raise _open_error(path, exc) from None
@@ -144,6 +148,15 @@ def _remove_if_empty(path: Path) -> None:
         try:
             if leftover.stat().st_size == 0:
                 leftover.unlink()
+        except OSError:
+            pass
+
+
+def _remove_new(path: Path) -> None:
+    """A database file this open created, and its WAL, whatever is in them: nothing was stored yet."""
+    for leftover in (path, path.with_name(path.name + ".wal")):
+        try:
+            leftover.unlink()
         except OSError:
             pass
 

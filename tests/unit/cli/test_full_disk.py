@@ -9,16 +9,12 @@ database."""
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
-import uuid
 from pathlib import Path
 
 import duckdb
 import pytest
 from result_docs import result_doc
-from support import ONE_RUN, REPO, one_line_error, replay_launches, stash_main
+from support import ONE_RUN, REPO, fill, mounted_tmpfs, one_line_error, replay_launches, stash_main
 
 from stash_core.api.profile_flow import save_result
 
@@ -27,54 +23,13 @@ pytestmark = pytest.mark.launches  # measured_launch starts real measuring proce
 TMPFS_SIZE = "16m"
 
 
-def _mount_reason(target: Path) -> str | None:
-    """Why a tmpfs cannot be mounted here, or None once it is mounted at `target`."""
-    if os.geteuid() != 0:
-        return "a full file system is made with a small tmpfs, which needs root"
-    if shutil.which("mount") is None or shutil.which("umount") is None:
-        return "mount/umount are not installed"
-    done = subprocess.run(
-        [
-            "mount",
-            "-t",
-            "tmpfs",
-            "-o",
-            f"size={TMPFS_SIZE}",
-            f"stash-full-{uuid.uuid4().hex[:6]}",
-            str(target),
-        ],
-        capture_output=True,
-        text=True,
-    )
-    return None if done.returncode == 0 else f"cannot mount a tmpfs here: {done.stderr.strip()}"
-
-
-def fill(folder: Path, keep_bytes: int = 0) -> None:
-    """Fill the file system of `folder` up to all but `keep_bytes`."""
-    free = shutil.disk_usage(folder).free - keep_bytes
-    with (folder / "filler").open("wb") as handle:
-        try:
-            while free > 0:
-                handle.write(b"\0" * min(free, 1 << 16))
-                free -= 1 << 16
-            handle.flush()
-        except OSError:  # full before the estimate ran out
-            pass
-
-
 @pytest.fixture
 def tmpfs(tmp_path):
     """A directory on a small tmpfs; unmounted afterwards, whatever the test did."""
     target = tmp_path / "full"
     target.mkdir()
-    reason = _mount_reason(target)
-    if reason:
-        pytest.skip(reason)
-    try:
+    with mounted_tmpfs(target, TMPFS_SIZE):
         yield target
-    finally:
-        if subprocess.run(["umount", str(target)], capture_output=True).returncode != 0:
-            subprocess.run(["umount", "-l", str(target)], capture_output=True)
 
 
 @pytest.fixture

@@ -7,13 +7,11 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
-import subprocess
-import uuid
 from pathlib import Path
 
 import duckdb
 import pytest
+from support import fill, mounted_tmpfs
 
 from stash_core.cli.main import main
 
@@ -119,31 +117,13 @@ def test_a_philly_trace_with_a_bom_is_simulated(tmp_path, capsys):
 def full_disk(tmp_path):
     target = tmp_path / "full"
     target.mkdir()
-    if os.geteuid() != 0 or shutil.which("mount") is None:
-        pytest.skip("a full file system is made with a small tmpfs, which needs root")
-    name = f"stash-full-{uuid.uuid4().hex[:6]}"
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", name, str(target)]).returncode != 0:
-        pytest.skip("cannot mount a tmpfs here")
-    try:
+    with mounted_tmpfs(target, "8m"):
         yield target
-    finally:
-        if subprocess.run(["umount", str(target)], capture_output=True).returncode != 0:
-            subprocess.run(["umount", "-l", str(target)], capture_output=True)
-
-
-def _fill(folder: Path) -> None:
-    with (folder / "filler").open("wb") as handle:
-        try:
-            while True:
-                handle.write(b"\0" * (1 << 16))
-                handle.flush()
-        except OSError:
-            pass
 
 
 def test_a_csv_on_a_full_disk_is_never_half_written(full_disk, tmp_path, capsys):
     db = tmp_path / "r.duckdb"
-    _fill(full_disk)
+    fill(full_disk)
     status = main(
         [
             "recommend",
@@ -170,7 +150,7 @@ def test_a_csv_on_a_full_disk_is_never_half_written(full_disk, tmp_path, capsys)
 
 
 def test_a_simulation_on_a_full_disk_names_the_file_and_leaves_nothing(full_disk, tmp_path, capsys):
-    _fill(full_disk)
+    fill(full_disk)
     db = str(tmp_path / "r.duckdb")
     status = main(["schedule", "--synthetic-jobs", "5", "--tuning", "online", "--no-store",
                    "--out", str(full_disk / "sims"), "--jobs-csv", str(full_disk / "jobs.csv"),
@@ -185,7 +165,7 @@ def test_an_instance_added_on_a_full_disk_is_one_line(full_disk, capsys):
     db = full_disk / "r.duckdb"
     assert main(["instances", "add", "first.box", "--vcpus", "2", "--db", str(db)]) == 0
     capsys.readouterr()
-    _fill(full_disk)
+    fill(full_disk)
     status = main(["instances", "add", "my.box", "--vcpus", "4", "--memory-gib", "8", "--db", str(db)])
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.strip()]
@@ -202,7 +182,7 @@ def test_a_database_on_a_full_disk_leaves_no_empty_files(full_disk, capsys, exis
     if existing:
         assert main(["instances", "add", "first.box", "--vcpus", "2", "--db", str(db)]) == 0
     before = sorted(path.name for path in full_disk.iterdir())
-    _fill(full_disk)
+    fill(full_disk)
     status = main(["instances", "add", "my.box", "--vcpus", "4", "--db", str(db)])
     err = capsys.readouterr().err
     assert status == 1 and len([line for line in err.splitlines() if line.strip()]) == 1, err
@@ -215,7 +195,7 @@ def test_an_export_on_a_full_disk_fails_as_the_machine_did_and_leaves_no_folder(
     db = tmp_path / "r.duckdb"
     assert main(["instances", "add", "first.box", "--vcpus", "2", "--db", str(db)]) == 0
     capsys.readouterr()
-    _fill(full_disk)
+    fill(full_disk)
     status = main(["export", "--format", "csv", "--out", str(full_disk / "out" / "csv"), "--db", str(db)])
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.strip()]
@@ -224,7 +204,7 @@ def test_an_export_on_a_full_disk_fails_as_the_machine_did_and_leaves_no_folder(
 
 
 def test_a_new_database_on_a_full_disk_fails_as_the_machine_did(full_disk, capsys):
-    _fill(full_disk)
+    fill(full_disk)
     status = main(["instances", "add", "my.box", "--vcpus", "4", "--db", str(full_disk / "new.duckdb")])
     err = capsys.readouterr().err
     lines = [line for line in err.splitlines() if line.strip()]
