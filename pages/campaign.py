@@ -120,7 +120,7 @@ def plan_view(answer: CampaignPlan) -> None:
     show_table(answer.instances, column_config=INSTANCE_COLUMNS)
     cols = st.columns(4)
     cols[0].metric("Machine time", f"{answer.machine_s / 60:,.1f} min")
-    cols[1].metric("Cost at catalog prices", usd_text(answer.cost_usd))
+    cols[1].metric("Cost at catalog prices", usd_text(view.cost_said_usd(answer.cost_usd)))
     at_once = f"{answer.parallel} instance type(s) at once"
     cols[2].metric(
         "Start to end", f"{answer.wall_s / 60:,.1f} min", at_once, delta_color="off", delta_arrow="off"

@@ -116,7 +116,8 @@ def print_plan(plan: Any, budget_usd: float | None, iterations: str | int | None
     budget = f"; budget ${budget_usd:g}" if budget_usd is not None else ""
     dates = ", ".join(plan.price_dates)
     print(
-        f"total: {_minutes(plan.machine_s)} of machine time, ${plan.cost_usd:.2f} at catalog prices (prices "
+        f"total: {_minutes(plan.machine_s)} of machine time, ${cp.cents_up(plan.cost_usd):.2f} at catalog "
+        "prices (prices "
         f"of {dates}); about {_minutes(plan.wall_s)} with --parallel {plan.parallel}{budget}"
     )
     cap = (

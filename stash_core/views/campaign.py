@@ -238,10 +238,17 @@ def total_text(found: cloud_plan.CloudPlan, budget_usd: float | None) -> str:
     at_once = (
         f"{found.parallel} instance types at once" if found.parallel > 1 else "one instance type at a time"
     )
+    cost = cost_said_usd(found.cost_usd)
     return (
-        f"Total: {_minutes(found.machine_s)} of machine time, ${found.cost_usd:.2f} at catalog prices "
+        f"Total: {_minutes(found.machine_s)} of machine time, ${cost:.2f} at catalog prices "
         f"(prices of {dates}); about {_minutes(found.wall_s)} from start to end with {at_once}{budget}"
     )
+
+
+def cost_said_usd(cost_usd: float) -> float:
+    """A plan's cost as it is shown: in cents rounded up, as the budget check writes it, so that a budget of
+    the figure shown passes."""
+    return cloud_plan.cents_up(cost_usd)
 
 
 def assumptions_text() -> str:

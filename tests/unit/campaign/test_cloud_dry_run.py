@@ -155,3 +155,18 @@ def test_a_budget_refusal_never_reads_as_the_budget_itself():
         refused = f"costs up to \\{said} at catalog prices, above --budget-usd 1.03"
         with pytest.raises(UsageError, match=refused):
             check_budget(SimpleNamespace(cost_usd=cost, instances=[item]), budget)
+
+
+def test_the_total_printed_is_a_budget_the_plan_meets(tmp_path, capsys, monkeypatch):
+    """The README's dry run printed "$1.03" (to the nearest cent), then refused --budget-usd 1.03 as
+    "$1.04"."""
+    import re
+
+    plan = ["campaign", "--cloud", "--dry-run", "--instances", "g5.xlarge,g4dn.xlarge,p3.2xlarge",
+            "--models", "resnet50", "--batch-sizes", "64", "--db", str(tmp_path / "c.duckdb")]  # fmt: skip
+    done = stash_here(capsys, monkeypatch, *plan)
+    assert done.returncode == 0, done.stderr
+    total = re.search(r"^total: .* \$([0-9.]+) at catalog prices", done.stdout, re.M).group(1)
+    assert cloud_plan.cents_up(float(total)) == float(total)
+    again = stash_here(capsys, monkeypatch, *plan, "--budget-usd", total)
+    assert again.returncode == 0, again.stderr
