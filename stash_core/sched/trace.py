@@ -102,6 +102,9 @@ def jobs_from_frame(frame: pd.DataFrame, db_path: Path | None = None, what: str 
             )
         # the name the model's profiles are stored under: a trace's ResNet50 is the zoo's resnet50
         model = canonical_model(str(row["model_name"])) if _present(row.get("model_name")) else None
+        character = unsafe_character(model) if model is not None else None
+        if character:  # shown in the jobs CSV and the page, as the job_id is
+            raise UsageError(f"{what}: job {job_id}: its model_name holds the control character {character}")
         duration_s = _duration(row, name, profiled.get(model) if model is not None else None,
                                _no_profile(model, db_path))  # fmt: skip
         if (submit_s + duration_s) - submit_s < duration_s / 2:  # lost in the time it is added to

@@ -20,9 +20,10 @@ from typing import Any
 import pandas as pd
 
 from stash_core.errors import UsageError
-from stash_core.results.values import check_timestamp, in_the_future, stored_moment
+from stash_core.results.values import check_identifier, check_timestamp, in_the_future, stored_moment
 from stash_core.store.connection import STORING, connect
 from stash_core.store.rollback import rollback_if_open
+from stash_core.terminal import unsafe_character
 
 SIMULATION_KIND = "stash-simulation"
 SIMULATION_SCHEMA_VERSION = 1  # what sched/report.py writes; a newer file holds what this Stash cannot read
@@ -34,8 +35,12 @@ _COLUMNS = ("simulation_id", "policy", "created_at", "trace", "trace_format", "j
             "jct_cdf", "timeline", "stash_version", "source_file", "ingested_at")  # fmt: skip
 
 
+DOCUMENT = "simulation document"
+
+
 def simulation_rows(doc: dict[str, Any], source_file: str | None = None) -> list[tuple]:
-    """The rows of one simulation document; UsageError naming what is missing or wrong."""
+    """The rows of one simulation document; UsageError naming what is missing or wrong (one line, the field
+    by its place: `policies[0].metrics.makespan_s`)."""
     if not isinstance(doc, dict) or doc.get("kind") != SIMULATION_KIND:
         raise UsageError("not a simulation document (kind stash-simulation)")
     version = doc.get("schema_version")
@@ -47,26 +52,84 @@ def simulation_rows(doc: dict[str, Any], source_file: str | None = None) -> list
     simulation_id = doc.get("simulation_id")
     if not isinstance(simulation_id, str) or not simulation_id.strip():
         raise UsageError("simulation document has an empty or non-text simulation_id")
-    try:
-        cluster, policies = doc["cluster"], doc["policies"]
-        created = _created_at(doc["created_at"])
-        sizes = {"jobs": doc["jobs"], **{name: cluster[name] for name in _CLUSTER_SIZES}}
-        counts = [_count(value, name, least=1) for name, value in sizes.items()]
-        base = (doc["simulation_id"], created, doc["trace"], doc["trace_format"], *counts,
-                json.dumps(doc.get("fabric")))  # fmt: skip
-        _check_policy_names(policies)
-        rows, now = [], datetime.now(UTC)
-        for entry in policies:
-            metrics = [_metric(entry["metrics"][name], name) for name in _METRICS]
-            series = (json.dumps(entry.get("jct_cdf")), json.dumps(entry.get("timeline")))
-            rows.append((*base[:1], entry["policy"], *base[1:], json.dumps(entry.get("settings")),
-                         doc.get("tuning"), *metrics, *series, doc.get("stash_version"), source_file,
-                         now))  # fmt: skip
-    except (KeyError, TypeError, ValueError) as exc:
-        raise UsageError(f"simulation document: missing or bad field {exc}") from None
+    _check_name(simulation_id)
+    cluster, policies = _object(_field(doc, "cluster"), "cluster"), _field(doc, "policies")
+    if not isinstance(policies, list):
+        raise UsageError(f"{DOCUMENT}: policies must be a list")
+    created = _created_at(_field(doc, "created_at"))
+    texts = [_text(_field(doc, key), key) for key in ("trace", "trace_format")]
+    tuning, version_text = (_text(doc.get(key), key, optional=True) for key in ("tuning", "stash_version"))
+    sizes = {"jobs": doc.get("jobs"), **{f"cluster.{name}": _field(cluster, name, "cluster") for name in
+                                          _CLUSTER_SIZES}}  # fmt: skip
+    counts = [_count(value, name, least=1) for name, value in sizes.items()]
+    base = (simulation_id, created, *texts, *counts, json.dumps(doc.get("fabric")))
+    _check_policy_names(policies)
+    rows, now = [], datetime.now(UTC)
+    for index, entry in enumerate(policies):
+        where = f"policies[{index}]"
+        given = _object(_field(entry, "metrics", where), f"{where}.metrics")
+        metrics = [_metric(_field(given, name, f"{where}.metrics"), f"{where}.metrics.{name}")
+                   for name in _METRICS]  # fmt: skip
+        _check_series(entry.get("jct_cdf"), f"{where}.jct_cdf", width=2)
+        _check_series(entry.get("timeline"), f"{where}.timeline", width=3)
+        series = (json.dumps(entry.get("jct_cdf")), json.dumps(entry.get("timeline")))
+        rows.append((*base[:1], entry["policy"], *base[1:], json.dumps(entry.get("settings")), tuning,
+                     *metrics, *series, version_text, source_file, now))  # fmt: skip
     if not rows:
         raise UsageError("simulation document has no policies")
     return rows
+
+
+def _check_name(simulation_id: str) -> None:
+    """A simulation is found and shown by its id, as a run by its run_id: the same rules."""
+    check_identifier("simulation_id", simulation_id, DOCUMENT)
+    if "/" in simulation_id or "\\" in simulation_id or simulation_id.strip(".") == "":
+        raise UsageError(
+            f"{DOCUMENT}: simulation_id {simulation_id[:80]!r} is a path, not a name (no '/', '\\\\', '..')"
+        )
+
+
+def _field(container: dict[str, Any], key: str, where: str = "") -> Any:
+    if key not in container:
+        raise UsageError(f"{DOCUMENT}: missing field {f'{where}.{key}' if where else key}")
+    return container[key]
+
+
+def _object(value: Any, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise UsageError(f"{DOCUMENT}: {where} must be an object, got {_shown(value)}")
+    return value
+
+
+def _text(value: Any, where: str, optional: bool = False) -> str | None:
+    """Text that is shown (a trace's name, the tuning): no control or bidi characters."""
+    if value is None and optional:
+        return None
+    if not isinstance(value, str):
+        raise UsageError(f"{DOCUMENT}: {where} must be text, got {_shown(value)}")
+    character = unsafe_character(value)
+    if character:
+        raise UsageError(f"{DOCUMENT}: {where} holds the control character {character}")
+    return value
+
+
+def _check_series(value: Any, where: str, width: int) -> None:
+    """A curve the Schedule page draws: null, or a list of [number, ...] rows of `width` numbers."""
+    if value is None:
+        return
+    rows = value if isinstance(value, list) else None
+    if rows is None or not all(
+        isinstance(row, list) and len(row) == width and all(_is_number(v) for v in row) for row in rows
+    ):
+        raise UsageError(f"{DOCUMENT}: {where} must be a list of rows of {width} numbers")
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _shown(value: Any) -> str:
+    return f"{value!r:.40}"
 
 
 def _created_at(text: Any) -> datetime:
@@ -213,34 +276,37 @@ def simulations_frame(db_path: Path | str, limit: int = 500) -> pd.DataFrame:
 INT32_MAX = 2**31 - 1  # the INTEGER columns' largest value
 
 
-def _metric(value: object, name: str) -> float:
+def _metric(value: object, where: str) -> float:
     """A policy's figure as stored: finite and not negative (times, counts); a count whole and an INTEGER;
     the GPU busy share at most 1."""
+    name = where.rsplit(".", 1)[-1]
     if name in ("preemptions", "spread_jobs"):
-        return _count(value, name, least=0)
-    number = float(value)  # type: ignore[arg-type]
-    if not math.isfinite(number) or number < 0 or (name == "gpu_busy_share" and number > 1 + 1e-9):
-        raise ValueError(f"{name} {value!r}")
-    return number
+        return _count(value, where, least=0)
+    if not _is_number(value) or not math.isfinite(value) or value < 0:
+        raise UsageError(f"{DOCUMENT}: {where} is {_shown(value)}; expected a number of at least 0")
+    if name == "gpu_busy_share" and value > 1 + 1e-9:
+        raise UsageError(f"{DOCUMENT}: {where} is {_shown(value)}; expected a share from 0 to 1")
+    return float(value)
 
 
-def _count(value: object, name: str, least: int) -> int:
-    """A whole number from `least` to INT32_MAX (an INTEGER column), else ValueError naming it."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise ValueError(f"{name} {value!r}")
-    if value != int(value):
-        raise ValueError(f"{name} {value!r}")
-    if not least <= value <= INT32_MAX:
-        raise ValueError(f"{name} {value!r}")
-    return int(value)
+def _count(value: object, where: str, least: int) -> int:
+    """A whole number from `least` to INT32_MAX (an INTEGER column), else UsageError naming it."""
+    whole = _is_number(value) and math.isfinite(value) and value == int(value)  # type: ignore[arg-type]
+    if not whole or not least <= value <= INT32_MAX:  # type: ignore[operator]
+        raise UsageError(
+            f"{DOCUMENT}: {where} is {_shown(value)}; expected a whole number from {least} to {INT32_MAX}"
+        )
+    return int(value)  # type: ignore[call-overload]
 
 
-def _check_policy_names(policies: object) -> None:
-    """Each policy named once, by non-empty text: a row's key is (simulation_id, policy)."""
-    names = [entry.get("policy") if isinstance(entry, dict) else None for entry in policies]  # type: ignore[union-attr]
-    for name in names:
+def _check_policy_names(policies: list) -> None:
+    """Each policy an object named once, by non-empty text: a row's key is (simulation_id, policy)."""
+    names = []
+    for index, entry in enumerate(policies):
+        name = _object(entry, f"policies[{index}]").get("policy")
         if not isinstance(name, str) or not name.strip():
-            raise ValueError(f"policy {name!r}")
+            raise UsageError(f"{DOCUMENT}: policies[{index}].policy is {_shown(name)}; expected a name")
+        names.append(_text(name, f"policies[{index}].policy"))
     twice = sorted({name for name in names if names.count(name) > 1})
     if twice:
-        raise ValueError(f"policy {twice[0]!r} (given twice)")
+        raise UsageError(f"{DOCUMENT}: policy {twice[0]!r} is given twice")

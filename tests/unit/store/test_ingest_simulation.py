@@ -53,7 +53,7 @@ def test_a_malformed_simulation_file_is_refused_by_name_and_nothing_is_stored(tm
     db = tmp_path / "r.duckdb"
     refused = stash_here(capsys, monkeypatch, "ingest", str(run), str(bad), "--db", str(db))
     assert refused.returncode == 2
-    assert one_line_error(refused) == f"stash: {bad}: simulation document: missing or bad field 'switches'"
+    assert one_line_error(refused) == f"stash: {bad}: simulation document: missing field cluster.switches"
     assert not db.exists() or (simulations_frame(db).empty and not run_rows(db))
 
 

@@ -40,7 +40,7 @@ def test_a_simulation_is_stored_once_with_a_row_per_policy(tmp_path):
 
 @pytest.mark.parametrize(
     "change, message",
-    [({"kind": "other"}, "not a simulation"), ({"cluster": {}}, "missing or bad field"),
+    [({"kind": "other"}, "not a simulation"), ({"cluster": {}}, "missing field cluster.switches"),
      ({"policies": []}, "no policies")],
 )  # fmt: skip
 def test_bad_documents_are_refused_and_store_nothing(tmp_path, change, message):
@@ -48,6 +48,18 @@ def test_bad_documents_are_refused_and_store_nothing(tmp_path, change, message):
     with pytest.raises(UsageError, match=message):
         ingest_simulation(db, {**doc(), **change})
     assert simulations_frame(db).empty
+
+
+P0 = "policies\\[0\\]"  # the first policy, as a message names it (a pattern)
+M = f"{P0}.metrics."
+
+
+def _first(document, **changes):
+    document["policies"][0].update(**changes)
+
+
+def _metrics(document, **changes):
+    document["policies"][0]["metrics"].update(**changes)
 
 
 def _changed(change):
@@ -58,27 +70,28 @@ def _changed(change):
 
 @pytest.mark.parametrize(
     "change, message",
-    [(lambda d: d["policies"].append(dict(d["policies"][0])), "policy 'fifo' \\(given twice\\)"),
-     (lambda d: d["policies"][0].update(policy=None), "policy None"),
-     (lambda d: d["policies"][0].update(policy=" "), "policy ' '"),
-     (lambda d: d["policies"][0]["metrics"].update(preemptions=1e30), "preemptions 1e\\+30"),
-     (lambda d: d["policies"][0]["metrics"].update(spread_jobs=1.5), "spread_jobs 1.5"),
-     (lambda d: d["policies"][0]["metrics"].update(makespan_s=-100), "makespan_s -100"),
-     (lambda d: d["policies"][0]["metrics"].update(gpu_busy_share=-3), "gpu_busy_share -3"),
-     (lambda d: d["policies"][0]["metrics"].update(gpu_busy_share=1.5), "gpu_busy_share 1.5"),
-     (lambda d: d.update(jobs=-5), "jobs -5"),
-     (lambda d: d.update(jobs=True), "jobs True"),
-     (lambda d: d.update(jobs=float("inf")), "jobs inf"),  # OverflowError, a traceback
-     (lambda d: d["policies"][0]["metrics"].update(preemptions=float("nan")), "preemptions nan"),
-     (lambda d: d["cluster"].update(gpus=0), "gpus 0")],
+    [(lambda d: d["policies"].append(dict(d["policies"][0])), "policy 'fifo' is given twice"),
+     (lambda d: _first(d, policy=None), f"{P0}.policy is None"),
+     (lambda d: _first(d, policy=" "), f"{P0}.policy is ' '"),
+     (lambda d: _metrics(d, preemptions=1e30), f"{M}preemptions is 1e\\+30"),
+     (lambda d: _metrics(d, spread_jobs=1.5), f"{M}spread_jobs is 1.5"),
+     (lambda d: _metrics(d, makespan_s=-100), f"{M}makespan_s is -100"),
+     (lambda d: _metrics(d, gpu_busy_share=-3), f"{M}gpu_busy_share is -3"),
+     (lambda d: _metrics(d, gpu_busy_share=1.5), f"{M}gpu_busy_share is 1.5"),
+     (lambda d: d.update(jobs=-5), "jobs is -5"),
+     (lambda d: d.update(jobs=True), "jobs is True"),
+     (lambda d: d.update(jobs=float("inf")), "jobs is inf"),  # OverflowError, a traceback
+     (lambda d: _metrics(d, preemptions=float("nan")), f"{M}preemptions is nan"),
+     (lambda d: d["cluster"].update(gpus=0), "cluster.gpus is 0")],
     ids=["policy-twice", "policy-null", "policy-blank", "huge-count", "half-count", "negative-time",
-         "negative-share", "share-over-one", "negative-jobs", "bool-jobs", "inf-jobs", "nan-count", "no-gpus"],
+         "negative-share", "share-over-one", "negative-jobs", "bool-jobs", "inf-jobs", "nan-count",
+         "no-gpus"],
 )  # fmt: skip
 def test_a_document_the_table_cannot_hold_or_that_makes_no_sense_is_one_line(tmp_path, change, message):
     """Two rows of one policy or a null policy failed in DuckDB's constraints (a traceback), a count beyond
     an INTEGER in its conversion; negative times, jobs or GPUs were stored as given."""
     db = tmp_path / "r.duckdb"
-    with pytest.raises(UsageError, match=f"^simulation document: missing or bad field {message}"):
+    with pytest.raises(UsageError, match=f"^simulation document: {message}"):
         ingest_simulation(db, _changed(change))
     assert simulations_frame(db).empty
 
@@ -145,3 +158,29 @@ def test_a_simulation_dated_where_no_page_can_show_it_is_refused(tmp_path, creat
     with pytest.raises(UsageError, match=says):
         ingest_simulation(tmp_path / "r.duckdb", document)
     assert simulations_frame(tmp_path / "r.duckdb").empty
+
+
+@pytest.mark.parametrize(
+    "change, message",
+    [(lambda d: d.update(simulation_id="../evil"), "simulation_id '../evil' is a path, not a name"),
+     (lambda d: d.update(simulation_id="a\x1b[31m"), "simulation_id holds the control character U\\+001B"),
+     (lambda d: d.update(trace="\x1b[31mevil"), "trace holds the control character U\\+001B"),
+     (lambda d: d.update(tuning=["x"]), "tuning must be text, got \\['x'\\]"),
+     (lambda d: _first(d, policy="fifo\u202e"), "policy holds the control character U\\+202E"),
+     (lambda d: _first(d, metrics=None), f"{P0}.metrics must be an object, got None"),
+     (lambda d: _metrics(d, makespan_s="abc"), "makespan_s is 'abc'; expected a number"),
+     (lambda d: _first(d, jct_cdf="x"), f"{P0}.jct_cdf must be a list of rows of 2"),
+     (lambda d: _first(d, timeline=[[0, 1]]), f"{P0}.timeline must be a list of rows of 3"),
+     (lambda d: d.update(policies={"fifo": {}}), "policies must be a list"),
+     (lambda d: d["policies"][0]["metrics"].pop("p95_jct_s"), f"missing field {M}p95_jct_s")],
+    ids=["path-id", "escape-id", "escape-trace", "list-tuning", "bidi-policy", "null-metrics", "text-metric",
+         "text-curve", "short-rows", "policies-object", "missing-metric"],
+)  # fmt: skip
+def test_a_simulation_file_is_checked_as_a_run_file_is_and_said_in_words(tmp_path, change, message):
+    """'../evil' was stored as an id, an escape sequence as the trace's name and "x" as a curve (which the
+    Schedule page then failed to draw); null metrics said "'NoneType' object is not subscriptable"."""
+    db = tmp_path / "r.duckdb"
+    with pytest.raises(UsageError, match=f"^simulation document: .*{message}") as refused:
+        ingest_simulation(db, _changed(change))
+    assert "\n" not in str(refused.value) and "object is not" not in str(refused.value)
+    assert simulations_frame(db).empty
