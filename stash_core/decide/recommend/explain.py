@@ -55,8 +55,11 @@ def slowdown_cause(slower: dict[str, Any], faster: dict[str, Any]) -> str:
     what = "compute (fewer or slower accelerators)" if cause == "compute" else f"{cause} stall"
     said = f"{what} makes {_short(slower)} {min(share[cause], slowdown):.0%} slower than {_short(faster)}"
     if share[cause] < SOLE_CAUSE * slowdown:  # the rest of the gap is other stalls': not laid on this one
+        # every other part, a smaller stall's negative one and the time no stall holds ("not separated")
+        # included, so that the parts add up to the whole
+        share["not separated"] = slowdown - sum(share.values())
         others = [f"{stall} {share[stall]:+.0%}" for stall in sorted(share, key=share.get, reverse=True)
-                  if stall != cause and share[stall] >= 0.005]  # fmt: skip
+                  if stall != cause and abs(share[stall]) >= 0.005]  # fmt: skip
         said += f", of {slowdown:.0%} in all" + (f" ({', '.join(others)})" if others else "")
     # Stalls one side has a figure for and the other has not (a profile's CPU and disk beside a prediction):
     # the gap is not like for like, and part of it may be theirs.
@@ -98,8 +101,10 @@ PRICE_AGE_DAYS = 90
 
 
 def _tie(options: pd.DataFrame, best: dict[str, Any]) -> str:
-    """A line when the runners-up cost within the predictions' stated error of the best: no winner among them."""
-    feasible = options[options["feasible"] & (options["config"] != best["config"])] if "feasible" in options else options
+    """A line when the runners-up cost within the predictions' stated error of the best: no winner among
+    them."""
+    others = options["config"] != best["config"]
+    feasible = options[options["feasible"] & others] if "feasible" in options else options
     error = step_error(best) or 0.0
     if feasible.empty or not error:
         return ""
@@ -110,8 +115,9 @@ def _tie(options: pd.DataFrame, best: dict[str, Any]) -> str:
     names = ", ".join(close["config"].head(3))
     more = f" and {len(close) - 3} more" if len(close) > 3 else ""
     return (
-        f"a tie: {names}{more} cost{'s' if len(close) == 1 else ''} within {gap[close.index].max():.1%} of it, inside "
-        f"the predictions' stated error (±{error:.0%}); the ranking among them is not a measurement"
+        f"a tie: {names}{more} cost{'s' if len(close) == 1 else ''} within {gap[close.index].max():.1%} of "
+        f"it, inside the predictions' stated error (±{error:.0%}); the ranking among them is not a "
+        "measurement"
     )
 
 
@@ -131,13 +137,16 @@ def _stale_prices(options: pd.DataFrame) -> str:
     undated = int(options["usd_per_h"].notna().sum() - options["price_date"].notna().sum())
     parts = []
     if old:
-        parts.append(f"prices dated {', '.join(sorted(old)[:4])}{' ...' if len(old) > 4 else ''} are older than "
-                     f"{PRICE_AGE_DAYS} days")  # fmt: skip
+        dates = f"{', '.join(sorted(old)[:4])}{' ...' if len(old) > 4 else ''}"
+        parts.append(f"prices dated {dates} are older than {PRICE_AGE_DAYS} days")
     if undated > 0:
         parts.append(f"{undated} price(s) have no date")
     if not parts:
         return ""
-    return "; ".join(parts) + ": `stash instances import --skypilot` refreshes them (`stash instances show NAME` gives each source)"
+    refresh = (
+        "`stash instances import --skypilot` refreshes them (`stash instances show NAME` gives each source)"
+    )
+    return "; ".join(parts) + ": " + refresh
 
 
 def _alternatives(options: pd.DataFrame, best: dict[str, Any]) -> pd.DataFrame:

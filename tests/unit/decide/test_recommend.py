@@ -311,8 +311,21 @@ def test_a_stall_that_makes_only_part_of_a_slowdown_is_given_its_share_not_the_w
             "disk_s": 0.0}  # fmt: skip
     slow = {**fast, "instance": "b", "instance_count": 2, "epoch_s": 568.0, "compute_s": 2.3,
             "network_s": 3.1}  # fmt: skip
-    said = "network stall makes 2 x b 310% slower than 1 x a, of 468% in all (compute +150%)"
+    said = ("network stall makes 2 x b 310% slower than 1 x a, of 468% in all (compute +150%, not separated "
+            "+8%)")
     assert slowdown_cause(slow, fast) == said
+
+
+def test_the_parts_of_a_slowdown_add_up_to_the_whole():
+    """A profile whose stalls add up to more than its step (a negative "not separated"), and a stall smaller
+    on the slower side: "711% slower ..., of 1466% in all (compute +685%, cpu +203%)" left out -133%."""
+    fast = {"instance": "a", "instance_count": 1, "epoch_s": 100.0, "iterations_per_epoch": 100,
+            "compute_s": 0.8, "interconnect_s": 0.2, "network_s": 0.0, "cpu_s": 0.0,
+            "disk_s": 0.0}  # fmt: skip
+    slow = {**fast, "instance": "b", "epoch_s": 300.0, "compute_s": 1.6, "interconnect_s": 0.1, "cpu_s": 1.5}
+    said = slowdown_cause(slow, fast)
+    assert said == ("cpu stall makes 1 x b 150% slower than 1 x a, of 200% in all (compute +80%, "
+                    "interconnect -10%, not separated -20%)")  # fmt: skip
 
 
 def test_stalls_measured_on_one_side_only_are_said_to_be_part_of_the_gap():
