@@ -27,6 +27,7 @@ jobs): slowdown source "drawn (blox)". Submit times are shifted so the first job
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -68,7 +69,7 @@ def read_trace_frame(path: Path, fmt: str) -> pd.DataFrame:
             try:
                 frame = read_header_csv(_text(path), str(path))
             except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError) as exc:
-                raise UsageError(f"trace {path} is not a CSV file: {str(exc).splitlines()[0]}") from None
+                raise UsageError(f"trace {path} is not a CSV file: {_parse_words(exc)}") from None
             # Where a slowdown came from is Stash's to say (trace, measured, drawn), never the file's.
             return frame.drop(columns=["slowdown_source"], errors="ignore")
         if fmt == "philly":
@@ -79,4 +80,17 @@ def read_trace_frame(path: Path, fmt: str) -> pd.DataFrame:
     except OSError as exc:
         raise UsageError(f"cannot read trace {path}: {exc.strerror or exc}") from None
     except (pd.errors.ParserError, pd.errors.EmptyDataError, UnicodeDecodeError, ValueError) as exc:
-        raise UsageError(f"trace {path} is not a {fmt} trace: {str(exc).splitlines()[0]}") from None
+        raise UsageError(f"trace {path} is not a {fmt} trace: {_parse_words(exc)}") from None
+
+
+# pandas' words for a row of another width than the header's
+_WIDTH_RE = re.compile(r"Expected (\d+) fields in line (\d+), saw (\d+)")
+
+
+def _parse_words(exc: Exception) -> str:
+    """Why a file could not be read as a table, in one line of plain words."""
+    text = (str(exc).splitlines() or [type(exc).__name__])[0]
+    width = _WIDTH_RE.search(text)
+    if width:
+        return f"line {width[2]} has {width[3]} fields where the header has {width[1]}"
+    return text

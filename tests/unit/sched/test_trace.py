@@ -54,6 +54,16 @@ def test_bad_traces_are_refused_with_the_reason(tmp_path, frame, message):
         load_trace(write(tmp_path, frame))
 
 
+@pytest.mark.parametrize("fmt", ["tiresias", "helios"])
+def test_a_row_wider_than_the_header_is_said_in_words(tmp_path, fmt):
+    """pandas' "Error tokenizing data. C error: Expected 4 fields in line 3, saw 6" was passed on."""
+    path = tmp_path / "trace.csv"
+    path.write_text("job_id,num_gpu,submit_time,duration\n1,1,0,5\n2,1,0,5,7,8\n")
+    with pytest.raises(UsageError, match="line 3 has 6 fields where the header has 4$") as refused:
+        load_trace(path, fmt=fmt)
+    assert "C error" not in str(refused.value)
+
+
 def test_a_file_that_is_not_a_csv(tmp_path):
     path = tmp_path / "trace.csv"
     path.write_bytes(b"")
