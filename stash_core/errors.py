@@ -7,6 +7,7 @@ ProfileEnded: a profile that stopped early (a failure or an interrupt), carrying
 """
 
 import errno
+import json
 from pathlib import Path
 
 
@@ -75,9 +76,21 @@ class ProfileEnded(Exception):
 
 
 def first_line(error: BaseException) -> str:
-    """The first line of an error's message (its type's name when it has none): what a user is shown."""
+    """The first line of an error's message (its type's name when it has none): what a user is shown. Where
+    DuckDB appends its error as JSON ('IO Error: Async write failed for range [...]: {"exception_type": "IO",
+    "exception_message": "Could not write file ...", ...}'), its type and message instead."""
     text = str(error).strip()
-    return text.splitlines()[0] if text else type(error).__name__
+    line = text.splitlines()[0] if text else type(error).__name__
+    start = line.find('{"exception_type"')
+    if start > 0:
+        try:
+            detail = json.loads(line[start:])
+        except ValueError:
+            return line
+        if isinstance(detail, dict) and isinstance(detail.get("exception_message"), str):
+            kind = detail.get("exception_type")
+            return f"{kind} Error: {detail['exception_message']}" if isinstance(kind, str) else line
+    return line
 
 
 def no_run_error(run_id: str, db_path: object) -> UsageError:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import duckdb
 
-from stash_core.errors import StashError, UsageError, write_failure
+from stash_core.errors import StashError, UsageError, first_line, write_failure
 from stash_core.exits import is_database_io_error
 from stash_core.pathargs import required_path
 from stash_core.store.connection import connect, is_stand_in
@@ -146,8 +146,7 @@ def export(db_path: Path | str, fmt: str, out_dir: Path | str) -> list[Path]:
                         f"COPY (SELECT {columns} FROM {name} ORDER BY {order}) TO '{literal}' ({options})"
                     )
                 except duckdb.Error as exc:
-                    text = str(exc).strip()
-                    line = f"cannot export {name}: {text.splitlines()[0] if text else type(exc).__name__}"
+                    line = f"cannot export {name}: {first_line(exc)}"
                     # a full disk or a failed write is the machine's (exit 1), a bad table the input's
                     raise (StashError if is_database_io_error(exc) else UsageError)(line) from None
                 if fmt == "json":

@@ -249,7 +249,7 @@ def _insert_once(
         con.execute("COMMIT")
     except duckdb.Error as exc:
         rollback_if_open(con)
-        message = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        message = first_line(exc)
         if NO_SPACE in message:  # the machine's fault, not the input's: not a usage error
             raise StashError(
                 f"cannot store {what} {key}: the disk holding the database is full ({NO_SPACE}); the "

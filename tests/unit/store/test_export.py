@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 
 import duckdb
 import pytest
 
 from stash_core import store
-from stash_core.errors import UsageError
+from stash_core.errors import StashError, UsageError
 from stash_core.sched import Cluster, Policy, TraceJob
 from stash_core.sched.report import run_simulation
 
@@ -242,3 +243,20 @@ def test_an_export_that_cannot_start_on_a_full_disk_leaves_no_folder(populated, 
     with pytest.raises(UsageError, match="No space left on device"):
         store.export(populated, "csv", tmp_path / "new" / "out")
     assert list(tmp_path.iterdir()) == []  # neither the folder nor the one made above it
+
+
+def test_an_export_on_a_full_disk_says_why_in_words_and_leaves_nothing(populated, tmp_path) -> None:
+    """DuckDB's refusal came with its error as JSON ('... {"exception_type":"IO","exception_message":...')."""
+    from support import fill, mounted_tmpfs
+
+    small = tmp_path / "small"
+    small.mkdir()
+    with mounted_tmpfs(small, "256k"):
+        fill(small, keep_bytes=16 * 1024)
+        with pytest.raises(StashError) as refused:
+            store.export(populated, "csv", small / "out")
+        said = str(refused.value)
+        words = r"cannot export \w+: IO Error: Could not write file .*: No space left on device$"
+        assert re.match(words, said), said
+        assert "exception_type" not in said and "\n" not in said
+        assert sorted(path.name for path in small.iterdir()) == ["filler"]
