@@ -128,8 +128,9 @@ def ended_pid() -> int:
 
 @contextlib.contextmanager
 def mounted_tmpfs(target: Path, size: str):
-    """A tmpfs of `size` (mount's notation: "16m") mounted at the folder `target`, unmounted afterwards
+    """A tmpfs of `size` (mount's notation: "16m") mounted at the folder `target` (made), unmounted afterwards
     whatever the test did; the test is skipped where one cannot be mounted (it needs root)."""
+    target.mkdir(parents=True, exist_ok=True)
     if os.geteuid() != 0:
         pytest.skip("a full file system is made with a small tmpfs, which needs root")
     if shutil.which("mount") is None or shutil.which("umount") is None:

@@ -26,9 +26,7 @@ TMPFS_SIZE = "16m"
 @pytest.fixture
 def tmpfs(tmp_path):
     """A directory on a small tmpfs; unmounted afterwards, whatever the test did."""
-    target = tmp_path / "full"
-    target.mkdir()
-    with mounted_tmpfs(target, TMPFS_SIZE):
+    with mounted_tmpfs(tmp_path / "full", TMPFS_SIZE) as target:
         yield target
 
 

@@ -115,9 +115,7 @@ def test_a_philly_trace_with_a_bom_is_simulated(tmp_path, capsys):
 
 @pytest.fixture
 def full_disk(tmp_path):
-    target = tmp_path / "full"
-    target.mkdir()
-    with mounted_tmpfs(target, "8m"):
+    with mounted_tmpfs(tmp_path / "full", "8m") as target:
         yield target
 
 

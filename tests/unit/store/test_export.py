@@ -250,7 +250,6 @@ def test_an_export_on_a_full_disk_says_why_in_words_and_leaves_nothing(populated
     from support import fill, mounted_tmpfs
 
     small = tmp_path / "small"
-    small.mkdir()
     with mounted_tmpfs(small, "256k"):
         fill(small, keep_bytes=16 * 1024)
         with pytest.raises(StashError) as refused:

@@ -18,9 +18,7 @@ KEEP_BYTES = {"header": 4 * 1024, "schema": 48 * 1024}
 
 @pytest.fixture
 def small_disk(tmp_path):
-    target = tmp_path / "small"
-    target.mkdir()
-    with mounted_tmpfs(target, "1m"):
+    with mounted_tmpfs(tmp_path / "small", "1m") as target:
         yield target
 
 
