@@ -59,7 +59,7 @@ def simulation_rows(doc: dict[str, Any], source_file: str | None = None) -> list
     created = _created_at(_field(doc, "created_at"))
     texts = [_text(_field(doc, key), key) for key in ("trace", "trace_format")]
     tuning, version_text = (_text(doc.get(key), key, optional=True) for key in ("tuning", "stash_version"))
-    sizes = {"jobs": doc.get("jobs"), **{f"cluster.{name}": _field(cluster, name, "cluster") for name in
+    sizes = {"jobs": _field(doc, "jobs"), **{f"cluster.{name}": _field(cluster, name, "cluster") for name in
                                           _CLUSTER_SIZES}}  # fmt: skip
     counts = [_count(value, name, least=1) for name, value in sizes.items()]
     base = (simulation_id, created, *texts, *counts, json.dumps(doc.get("fabric")))
