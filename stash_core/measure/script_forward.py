@@ -6,14 +6,25 @@ and count the depth, so only the outermost call of a nest is timed. Global hooks
 the model off torch's fast path, so once one whole iteration has shown which modules are outermost, the
 global hooks are replaced by hooks on those modules alone: the steady state costs two hook calls per
 outermost call. Module calls inside a DataLoader (transforms that are modules) are not the forward pass.
+
+Those hooks are Stash's, not the script's: a copy of a timed module (`torch.save(model, ...)`, pickle,
+copy.deepcopy) holds the script's own hooks only, and `torch.jit.script` compiles the module without them
+(it failed on them: "Hook 'after' ... expected to only have exactly 3 inputs"; pickling failed on the
+timer's clock), so that the script saves and exports what it would without Stash.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import weakref
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
+import torch
 from torch.nn.modules.module import register_module_forward_hook, register_module_forward_pre_hook
+
+# A module's dicts of forward hooks (by handle id) that Stash's hooks go into
+_HOOK_DICTS = ("_forward_pre_hooks", "_forward_hooks", "_forward_hooks_always_called")
 
 
 class ForwardTimer:
@@ -23,6 +34,7 @@ class ForwardTimer:
         self.opened = None  # the stamp at the start of the outermost call in progress
         self.outermost: dict[int, weakref.ref] = {}  # found while the global hooks are on
         self.searching = True
+        self.on_modules: list[weakref.ref] = []  # the modules that carry this timer's hooks (narrowed)
         self.handles = [
             register_module_forward_pre_hook(self.before),
             register_module_forward_hook(self.after, always_call=True),  # also when the forward raises
@@ -58,21 +70,76 @@ class ForwardTimer:
         if not modules:
             return False
         self.remove()
-        for module in modules:
-            self.handles.append(module.register_forward_pre_hook(self.before))
-            self.handles.append(module.register_forward_hook(self.after, always_call=True))
+        self._hook(modules)
+        self.on_modules = [weakref.ref(module) for module in modules]
         self.searching = False
         self.outermost.clear()
         return True
+
+    def _hook(self, modules: list) -> None:
+        for module in modules:
+            self.handles.append(module.register_forward_pre_hook(self.before))
+            self.handles.append(module.register_forward_hook(self.after, always_call=True))
 
     def remove(self) -> None:
         for handle in self.handles:
             handle.remove()
         self.handles = []
 
+    def hook_ids(self) -> set[int]:
+        return {handle.id for handle in self.handles}
+
+    @contextlib.contextmanager
+    def lifted(self) -> Iterator[None]:
+        """The modules without this timer's hooks for a while (torch.jit.script compiling one), then with."""
+        if self.searching or not self.handles:
+            yield
+            return
+        modules = [module for ref in self.on_modules if (module := ref()) is not None]
+        self.remove()
+        try:
+            yield
+        finally:
+            self._hook(modules)
+
+
+def _state_without(original: Callable, ids: Callable[[], set[int]]) -> Callable:
+    """Module.__getstate__ that leaves out the hooks of `ids()` (a copy of the state's hook dicts; the module
+    keeps them)."""
+
+    def __getstate__(module):
+        state = original(module)
+        ours = ids()
+        for key in _HOOK_DICTS if ours else ():
+            hooks = state.get(key)
+            if hooks and not ours.isdisjoint(hooks):
+                kept = [(hook_id, hook) for hook_id, hook in hooks.items() if hook_id not in ours]
+                state[key] = type(hooks)(kept)
+        return state
+
+    return __getstate__
+
+
+def _scripted_without(original: Callable, timer: ForwardTimer) -> Callable:
+    @functools.wraps(original)
+    def script(*args, **kwargs):
+        with timer.lifted():
+            return original(*args, **kwargs)
+
+    return script
+
 
 def time_forward(clock) -> Callable[[], None]:
     """Start timing the forward pass into `clock`; returns the function that removes the hooks."""
     timer = ForwardTimer(clock)
     clock.narrow_hooks = timer.narrow
-    return timer.remove
+    original_state, original_script = torch.nn.Module.__getstate__, torch.jit.script
+    torch.nn.Module.__getstate__ = _state_without(original_state, timer.hook_ids)
+    torch.jit.script = _scripted_without(original_script, timer)
+
+    def remove() -> None:
+        timer.remove()
+        torch.nn.Module.__getstate__ = original_state
+        torch.jit.script = original_script
+
+    return remove

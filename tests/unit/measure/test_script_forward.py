@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from statistics import median
 
+import pytest
 import torch
 from torch.nn.modules import module as module_hooks
 from torch.utils.data import DataLoader, Dataset
@@ -129,3 +130,42 @@ def test_a_script_that_calls_no_module_has_no_forward() -> None:
     clock.settle()
     assert not clock.forward_seen and len(clock.iteration_s) == 4
     assert clock.parts["forward_s"] == [0.0] * 4
+
+
+def _user_hook(module, args: tuple[torch.Tensor], output: torch.Tensor) -> None:
+    """A hook of the script's own, kept in what it saves (typed: TorchScript compiles it with the module)."""
+
+
+@pytest.mark.filterwarnings("ignore:`torch.jit.script` is deprecated:DeprecationWarning")
+def test_what_the_script_saves_or_exports_of_its_model_holds_none_of_stashs_hooks(tmp_path) -> None:
+    """torch.save(model) failed on the timer's clock ("cannot pickle 'weakref.ReferenceType' object") and
+    torch.jit.script(model) on its hooks ("Hook 'after' ... expected to only have exactly 3 inputs"): a script
+    that checkpoints its whole model or exports it ran without Stash and failed with it."""
+    import copy
+    import pickle
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU(), torch.nn.Linear(4, 2))
+    model.register_forward_hook(_user_hook)
+    original_state, original_script = torch.nn.Module.__getstate__, torch.jit.script
+    clock = StepClock()
+    remove = install(clock, replay=False)
+    try:
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        for step in range(6):
+            model(torch.ones(2, 4)).sum().backward()
+            optimizer.step()
+            if step >= 2:  # Stash's hooks are on the model now (narrowed after the first iteration)
+                assert len(model._forward_hooks) == 2
+                torch.save(model, tmp_path / "model.pt")
+                assert b"stash_core" not in pickle.dumps(model)
+                assert list(copy.deepcopy(model)._forward_hooks.values()) == [_user_hook]
+                scripted = torch.jit.script(model)
+                assert torch.equal(scripted(torch.ones(1, 4)), model(torch.ones(1, 4)))
+    finally:
+        remove()
+    clock.settle()
+    assert clock.forward_seen and all(seconds > 0 for seconds in clock.parts["forward_s"][-3:])
+    loaded = torch.load(tmp_path / "model.pt", weights_only=False)
+    assert list(loaded._forward_hooks.values()) == [_user_hook] and not loaded._forward_pre_hooks
+    assert list(model._forward_hooks.values()) == [_user_hook]  # Stash's own are gone, the script's kept
+    assert torch.nn.Module.__getstate__ is original_state and torch.jit.script is original_script
