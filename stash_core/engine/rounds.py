@@ -20,6 +20,7 @@ from stash_core.analysis.stats import launch_of_rounds, t_quantile_975
 from stash_core.engine.data_setup import cold_start_cached
 from stash_core.engine.launches import ROUNDS_BY_COUNT, ROUNDS_BY_TIME
 from stash_core.engine.paired import variance_components
+from stash_core.engine.script_job import no_loader_stalls, uncommunicating
 
 ITERATION = "iteration"  # the iteration time (the last run of the chain), held to the target like a stall
 MAX_ROUNDS_ESTIMATED = 1000
@@ -189,13 +190,18 @@ def current_shortfalls(launched, chain: list[str], target: float) -> list[Shortf
         rounds[name] = launched.round_figures(name)
     if not times:
         return []
-    # A cold run that started cached has no disk stall to narrow: no round goes to it, no advice is given.
+    # A stall with nothing to measure gets no round and no advice: the disk stall of a cold run that started
+    # cached; a script's communication where it sets up no process group, its CPU and disk stalls where it
+    # iterates no DataLoader (the breakdown says why: profiler.breakdown_of_completed).
     cached = cold_start_cached(
         outcome.get("resident_fraction_start") for _, outcome in launched.outcomes.get("R2", [])
     )
-    result = breakdown(
-        times, chain, None, {"disk": "R2 started cached"} if cached is not None else None, rounds
-    )
+    outcomes = launched.outcomes
+    latest = [dict(outcomes[name][-1][1], name=name) for name in times if outcomes.get(name)]
+    unmeasured = {**uncommunicating(latest), **no_loader_stalls(latest, ("cpu", "disk"))}
+    if cached is not None:
+        unmeasured["disk"] = "R2 started cached"
+    result = breakdown(times, chain, None, unmeasured or None, rounds)
     walls = {name: launched.launch_wall_s(name) for name in times}
     counts = {name: launched.rounds_done(name) for name in times}
     return shortfalls(result, chain, target, counts, walls, launched.round_cost_s, rounds)

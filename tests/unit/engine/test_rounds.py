@@ -221,6 +221,22 @@ def test_a_cold_run_that_started_cached_gets_no_rounds_for_its_disk_stall() -> N
     assert [s.stall for s in current_shortfalls(cached, ["R0", "R3", "R2"], 0.10)] == [ITERATION]
 
 
+def test_a_scripts_stall_with_nothing_to_measure_gets_no_rounds_and_no_advice() -> None:
+    """A script with no process group (its workers never communicate) and no DataLoader: its interconnect,
+    CPU and disk stalls are not separable, yet "interconnect: ± 214% after 1 round; more than 1000 rounds
+    would be needed" was said, and rounds went to them."""
+    means = {"R0": [0.05] * 3, "R1": [0.08, 0.12, 0.10], "R3": [0.14, 0.18, 0.15], "R2": [0.20, 0.27, 0.19]}
+    chain = ["R0", "R1", "R3", "R2"]
+    for used, held in ((True, {"interconnect", "cpu", "disk"}), (False, set())):
+        launched = _launched(means)
+        for name, outcomes in launched.outcomes.items():
+            for _, outcome in outcomes:
+                script = {"process_group": used, "loader_used": used}
+                outcome.update(workers=1 if name == "R0" else 2, script=script)
+        short = {s.stall for s in current_shortfalls(launched, chain, 0.10)}
+        assert short & {"interconnect", "cpu", "disk"} == held
+
+
 def test_one_round_is_said_in_the_singular() -> None:
     from stash_core.engine.rounds import Shortfall
 
