@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from stash_core import SAFE_PATH_VALUE
+from stash_core import PACKAGE_PARENT, SAFE_PATH_VALUE
 from stash_core.measure import protocol
 from stash_core.measure.error_line import error_line
 from stash_core.measure.script_backward import BACKWARDS_WITHOUT_STEP, no_step_in_time, no_step_message
@@ -216,6 +216,9 @@ def run_script(job: WorkerJob, clock: StepClock, rule: StopRule) -> dict:
     except (SyntaxError, ValueError) as error:
         raise ScriptFailed(f"the script {one_line(path.name)} does not parse: {error}") from None
     sys.argv = [str(path), *job.get("script_args", [])]
+    # Stash's folder (first on PYTHONPATH, for this entry) goes after everything else: the script's own
+    # modules and packages (a package named `app`, say) are found before Stash's, as without it.
+    sys.path = [entry for entry in sys.path if entry != PACKAGE_PARENT] + [PACKAGE_PARENT]
     sys.path.insert(0, str(path.parent))  # as `python script.py` has it: the script's folder, not the cwd
     if os.environ.get("PYTHONSAFEPATH") == SAFE_PATH_VALUE:  # Stash's, for its worker: not the script's
         del os.environ["PYTHONSAFEPATH"]  # the script's own `python helper.py` keeps helper's folder

@@ -344,17 +344,22 @@ def test_the_cached_run_counts_the_files_the_script_opens_under_its_data_folder(
 
 
 def test_the_script_sees_its_own_folder_not_the_cwd_and_not_stashs_safe_path(tmp_path) -> None:
-    """Started as torchrun starts it, with Stash's PYTHONSAFEPATH, from a folder holding a json.py: the
-    standard json is imported, the script's sibling module is, and the script's environment is its own."""
+    """Started as torchrun starts it, with Stash's PYTHONSAFEPATH and Stash's folder first on PYTHONPATH,
+    from a folder holding a json.py: the standard json is imported, the script's sibling module is, its own
+    package `app` on the user's PYTHONPATH is (Stash's app.py hid it), and its environment is its own."""
     (tmp_path / "json.py").write_text("raise SystemExit('the json.py of the current folder ran')\n")
     project = tmp_path / "project"
     project.mkdir()
     (project / "helper.py").write_text("ANSWER = 42\n")
+    (tmp_path / "lib" / "app").mkdir(parents=True)
+    (tmp_path / "lib" / "app" / "__init__.py").write_text("")
+    (tmp_path / "lib" / "app" / "settings.py").write_text("LR = 0.05\n")
     seen = tmp_path / "seen.txt"
     script = project / "train.py"
     script.write_text(
-        "import os, helper\n"
-        f"open({str(seen)!r}, 'w').write(f\"{{helper.ANSWER}} {{os.environ.get('PYTHONSAFEPATH')}}\")\n"
+        "import os, helper\nfrom app.settings import LR\n"
+        f"open({str(seen)!r}, 'w')"
+        ".write(f\"{helper.ANSWER} {os.environ.get('PYTHONSAFEPATH')} {LR}\")\n"
         + textwrap.dedent(NO_LOADER)
     )
     job = {
@@ -362,13 +367,14 @@ def test_the_script_sees_its_own_folder_not_the_cwd_and_not_stashs_safe_path(tmp
         "device": "cpu", "iterations": None, "target_relative_ci": 0.02, "max_iterations": 2000,
         "max_phase_s": 30.0, "start_timeout_s": 30.0, "seed": 0,
     }  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "PYTHONSAFEPATH": "stash"}
+    user_path = os.pathsep.join([str(REPO), str(tmp_path / "lib")])  # as worker_env makes it: Stash's first
+    env = {**os.environ, "PYTHONPATH": user_path, "OMP_NUM_THREADS": "1", "PYTHONSAFEPATH": "stash"}
     done = subprocess.run(
         [sys.executable, "-u", "-m", "stash_core.measure.script_entry", "--job-json", json.dumps(job)],
         capture_output=True, text=True, env=env, cwd=tmp_path, timeout=60,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    assert seen.read_text() == "42 None"
+    assert seen.read_text() == "42 None 0.05"
 
 
 def test_a_script_that_spawns_its_own_workers_is_told_so_at_once(tmp_path) -> None:
