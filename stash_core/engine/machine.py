@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Collection
 from dataclasses import replace
 
@@ -11,6 +12,7 @@ from stash_core.errors import UsageError
 from stash_core.measure.remote_info import usable_cpu_count
 from stash_core.spec import ProfileSpec, default_of
 from stash_core.spec_checks import check_fields
+from stash_core.terminal import printable
 
 
 def validate(spec: ProfileSpec, cuda_devices: int) -> None:
@@ -79,6 +81,19 @@ def resolve_device(spec: ProfileSpec, cuda_devices: int) -> None:
     if spec.threads_per_worker is None:
         # Same thread count in R0 and R1 so that they compare like with like.
         spec.threads_per_worker = max(1, usable_cpu_count() // spec.workers_per_node)
+
+
+def threads_note(spec: ProfileSpec) -> str | None:
+    """The note where this environment's OMP_NUM_THREADS is not what each worker gets: every worker runs with
+    --threads-per-worker (default: the machine's cores / workers per machine), a user's script too, so that
+    the runs compare like with like; said, not done silently. None on other hosts (each sets its own)."""
+    own = os.environ.get("OMP_NUM_THREADS", "").strip()
+    if spec.remote or not own or spec.threads_per_worker is None or own == str(spec.threads_per_worker):
+        return None
+    return (
+        f"note: OMP_NUM_THREADS={printable(own[:20])} of this environment is {spec.threads_per_worker} in "
+        "each worker (--threads-per-worker sets it)"
+    )
 
 
 def cuda_device_count() -> int:

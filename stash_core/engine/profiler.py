@@ -35,6 +35,7 @@ from stash_core.engine.launches import (
     pooled_warnings,
     rounds_of,
 )
+from stash_core.engine.machine import threads_note
 from stash_core.engine.paired import (
     BLOCK_STEPS,
     launches_of_round,
@@ -184,6 +185,8 @@ def run_launches(
 
     paired = pairs_runs(spec, [plan.name for plan in plans], remote)
     plan_of = {plan.name: plan for plan in plans}
+    if note := threads_note(spec):
+        reporter.message(note)
     if spec.max_phase_s / launches < MIN_LAUNCH_CAP_S:  # said, not done silently: the runs take longer
         floor = f"{MIN_LAUNCH_CAP_S:g} s"
         reporter.message(f"note: --max-phase-seconds {spec.max_phase_s:g} leaves under {floor} to each of a "
