@@ -218,7 +218,7 @@ def run_script(job: WorkerJob, clock: StepClock, rule: StopRule) -> dict:
     sys.argv = [str(path), *job.get("script_args", [])]
     # Stash's folder (first on PYTHONPATH, for this entry) goes after everything else: the script's own
     # modules and packages (a package named `app`, say) are found before Stash's, as without it.
-    sys.path = [entry for entry in sys.path if entry != PACKAGE_PARENT] + [PACKAGE_PARENT]
+    sys.path[:] = [entry for entry in sys.path if entry != PACKAGE_PARENT] + [PACKAGE_PARENT]
     sys.path.insert(0, str(path.parent))  # as `python script.py` has it: the script's folder, not the cwd
     if os.environ.get("PYTHONSAFEPATH") == SAFE_PATH_VALUE:  # Stash's, for its worker: not the script's
         del os.environ["PYTHONSAFEPATH"]  # the script's own `python helper.py` keeps helper's folder
