@@ -33,7 +33,7 @@ from stash_core.spec_parse import (
     shape_error,
     shape_fits,
 )
-from stash_core.terminal import clipped, unsafe_character
+from stash_core.terminal import clipped, printable, unsafe_character
 from stash_core.userfiles import read_user_bytes
 
 _USER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}")  # as the launcher's (launch.ssh)
@@ -147,7 +147,8 @@ def _check_script(spec: ProfileSpec) -> None:
     except OSError as error:  # a name too long for the file system, say
         raise FieldError(f"--script: {error.strerror or error}", "script", spec.script) from None
     if not exists:
-        raise FieldError(f"--script {spec.script}: no such file", "script", spec.script, "missing")
+        hint = _arguments_typed_in(spec.script)
+        raise FieldError(f"--script {spec.script}: no such file{hint}", "script", spec.script, "missing")
     try:
         # The reader of user files: a directory, FIFO or device (a link to /dev/zero) is refused by name.
         source = read_user_bytes(path, "script", MAX_SCRIPT_BYTES)
@@ -158,6 +159,13 @@ def _check_script(spec: ProfileSpec) -> None:
             f"--script {spec.script} is a Jupyter notebook, not a Python script: export it first "
             "(jupyter nbconvert --to script NOTEBOOK.ipynb) and profile the .py file",
             "script", spec.script,
+        )  # fmt: skip
+    shell = _shell_launcher(source)
+    if shell:
+        raise FieldError(
+            f"--script {spec.script} is a shell script ({shell}), not a Python script: give the Python "
+            "training script it starts (Stash launches it under torchrun itself)",
+            "script", spec.script, "syntax",
         )  # fmt: skip
     try:
         compile(source, str(path), "exec")
@@ -290,3 +298,25 @@ def check_label(label: str | None) -> None:
     if label is not None and not _LABEL_RE.fullmatch(label):
         message = f"--instance {label!r}: letters, digits and . _ - @ + only, not starting with -"
         raise FieldError(message, "instance", label)
+
+
+def _arguments_typed_in(script: str) -> str:
+    """The hint for `--script "train.py 5"`: a file the text names up to a space, with the rest as its
+    arguments (those go after `--`); "" where no such file is there."""
+    for cut in (index for index in range(len(script) - 1, 0, -1) if script[index] == " "):
+        head = Path(script[:cut])
+        if head.is_file():
+            return f" (a script's own arguments go after --: --script {head} -- {script[cut + 1:].strip()})"
+    return ""
+
+
+def _shell_launcher(source: bytes) -> str | None:
+    """The interpreter line of a shell script (`#!/bin/bash`), which would fail as Python with "does not
+    parse"; None for anything else."""
+    first = source.split(b"\n", 1)[0].strip()
+    if not first.startswith(b"#!") or b"python" in first:
+        return None
+    words = first[2:].decode(errors="replace").split()
+    shells = ("sh", "bash", "zsh", "dash", "ksh")
+    names = [Path(word).name for word in words[:2]]
+    return printable(first.decode(errors="replace")) if any(name in shells for name in names) else None

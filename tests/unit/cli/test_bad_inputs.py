@@ -159,6 +159,7 @@ def world(tmp_path_factory) -> dict[str, str]:
     (root / "truncated.duckdb").write_bytes(whole[: len(whole) // 2])
     (root / "plain").write_text("a plain file")
     (root / "ok_train.py").write_text("print('a script that parses')\n")
+    (root / "launch.sh").write_text("#!/bin/bash\ntorchrun --nproc-per-node 2 ok_train.py\n")
     # a notebook's JSON parses as a Python expression: it failed at run time ("name 'null' is not defined")
     notebook = {"cells": [{"cell_type": "code", "source": ["x = 1"], "outputs": [], "metadata": {},
                            "execution_count": None}], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
@@ -772,6 +773,11 @@ CASES: list[tuple[str, list[str], str]] = [
     ("script-missing", ["profile", "--script", "{tmp}/no_train.py", "--db", "{db}"], "no such file"),
     ("script-does-not-parse", ["profile", "--script", "{plain}", "--db", "{db}"], "does not parse"),
     # said as the link typed, not only as its missing target
+    # its arguments typed into --script, and a launcher in place of the script: said as such
+    ("script-arguments-in-its-path", ["profile", "--script", "{tmp}/ok_train.py 5 --lr 3", "--db", "{db}"],
+     "no such file (a script's own arguments go after --: --script "),
+    ("script-is-a-shell-launcher", ["profile", "--script", "{tmp}/launch.sh", "--db", "{db}"],
+     "is a shell script (#!/bin/bash), not a Python script"),
     ("script-dangling-link", ["profile", "--script", "{tmp}/link_train.py", "--db", "{db}"],
      "link_train.py: a link to"),
     ("script-is-a-folder", ["profile", "--script", "{folder}", "--db", "{db}"], "is a directory"),
