@@ -33,7 +33,7 @@ from stash_core.spec_parse import (
     shape_error,
     shape_fits,
 )
-from stash_core.terminal import clipped, printable, unsafe_character
+from stash_core.terminal import clipped, printable, shell_word, unsafe_character
 from stash_core.userfiles import read_user_bytes
 
 _USER_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.-]{0,31}")  # as the launcher's (launch.ssh)
@@ -306,7 +306,8 @@ def _arguments_typed_in(script: str) -> str:
     for cut in (index for index in range(len(script) - 1, 0, -1) if script[index] == " "):
         head = Path(script[:cut])
         if head.is_file():
-            return f" (a script's own arguments go after --: --script {head} -- {script[cut + 1:].strip()})"
+            arguments = script[cut + 1 :].strip()
+            return f" (a script's own arguments go after --: --script {shell_word(str(head))} -- {arguments})"
     return ""
 
 

@@ -11,6 +11,7 @@ from typing import Any, TypedDict
 
 from stash_core.analysis.stalls import CHAIN, PHASE_OF_STALL, STALL_OF_PHASE, WITH_FIGURE
 from stash_core.errors import UsageError
+from stash_core.results.values import check_not_a_path
 
 
 class IterationStats(TypedDict):
@@ -119,8 +120,7 @@ TOP_KEYS = tuple(ResultDocument.__annotations__)
 def check_ranges(doc: dict[str, Any]) -> None:
     """UsageError (one line, "result file: ...") for the first figure out of its range."""
     run_id = doc["run_id"]
-    if "/" in run_id or "\\" in run_id or run_id.strip(".") == "":
-        raise UsageError(f"result file: run_id {run_id[:80]!r} is a path, not a name (no '/', '\\\\', '..')")
+    check_not_a_path("run_id", run_id)
     if run_id != run_id.strip():  # " r1" would be a second run that prints as "r1"
         raise UsageError(f"result file: run_id {run_id[:80]!r} starts or ends with a space")
     breakdown = doc.get("breakdown") or {}

@@ -101,6 +101,12 @@ def check_identifier(what: str, value: Any, document: str = "result file") -> No
         raise UsageError(f"{document}: {what} is longer than {MAX_ID_CHARS} characters")
 
 
+def check_not_a_path(what: str, value: str, document: str = "result file") -> None:
+    """An id that names a file of its own (results/ID.json, an export): never a path out of its folder."""
+    if "/" in value or "\\" in value or value.strip(".") == "":
+        raise UsageError(f"{document}: {what} {value[:80]!r} is a path, not a name (no '/', '\\\\', '..')")
+
+
 def check_numbers(what: str, values: list) -> None:
     """A flat list of numbers (None for a missing one): not nested, not text."""
     for value in values:

@@ -20,7 +20,13 @@ from typing import Any
 import pandas as pd
 
 from stash_core.errors import UsageError
-from stash_core.results.values import check_identifier, check_timestamp, in_the_future, stored_moment
+from stash_core.results.values import (
+    check_identifier,
+    check_not_a_path,
+    check_timestamp,
+    in_the_future,
+    stored_moment,
+)
 from stash_core.store.connection import STORING, connect
 from stash_core.store.rollback import rollback_if_open
 from stash_core.terminal import unsafe_character
@@ -83,10 +89,7 @@ def simulation_rows(doc: dict[str, Any], source_file: str | None = None) -> list
 def _check_name(simulation_id: str) -> None:
     """A simulation is found and shown by its id, as a run by its run_id: the same rules."""
     check_identifier("simulation_id", simulation_id, DOCUMENT)
-    if "/" in simulation_id or "\\" in simulation_id or simulation_id.strip(".") == "":
-        raise UsageError(
-            f"{DOCUMENT}: simulation_id {simulation_id[:80]!r} is a path, not a name (no '/', '\\\\', '..')"
-        )
+    check_not_a_path("simulation_id", simulation_id, DOCUMENT)
 
 
 def _field(container: dict[str, Any], key: str, where: str = "") -> Any:
