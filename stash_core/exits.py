@@ -32,12 +32,18 @@ def run_command(body: Callable[[], int | None], json_errors: bool = False) -> in
     failure's line is also a JSON object on stdout ({"error": ..., "exit_status": ...}), which a script
     reading stdout can parse."""
     reserve_standard_descriptors()
-    if sys.stdout is None:  # started with descriptor 1 closed (`>&-`): print() would show nothing, exit 0
-        sys.stdout = _ClosedStdout()
     tolerant_output()
+    given_stdout = sys.stdout  # None where started with descriptor 1 closed (`>&-`): print() would show
+    sys.stdout = _ClosedStdout() if sys.stdout is None else _NamedStdout(sys.stdout)  # nothing, exit 0
     try:
         with signals_as_interrupts():
-            return body() or 0
+            try:
+                status = body() or 0
+            except SystemExit:  # argparse's --help or --version, written before it
+                sys.stdout.flush()
+                raise
+            sys.stdout.flush()  # a write the device refuses is said now, not at exit as a traceback
+            return status
     except KeyboardInterrupt as interrupt:
         for note in getattr(interrupt, "__notes__", []):  # what was kept before it (an ingest's stored runs)
             _say(f"stash: {printable(note)}")
@@ -47,6 +53,9 @@ def run_command(body: Callable[[], int | None], json_errors: bool = False) -> in
             return _failed(error, json_errors)
         # a stop signal came first: what failed after it (DuckDB's "Query interrupted") is its doing
         return _stopped(signum, json_errors)
+    finally:
+        if isinstance(sys.stdout, _NamedStdout):
+            sys.stdout = given_stdout
 
 
 def _stopped(signum: int, json_errors: bool) -> int:
@@ -97,6 +106,9 @@ def _failed(error: Exception, json_errors: bool = False) -> int:
         return BROKEN_PIPE_STATUS  # `seq 99999 | head -1` ends (a refusal's 1 or 2 read as 0 by pipefail)
     if isinstance(error, StashError):
         line, status = one_line(error), error.exit_code
+    elif isinstance(error, OSError) and error.filename == _STDOUT:  # `> /dev/full`, a full disk
+        line, status = f"the answer could not be written to {_STDOUT}: {error.strerror or error}", 1
+        _quiet_at_exit(sys.stdout)  # what it still buffers would fail again at exit
     elif isinstance(error, OSError):  # the machine's, not the input's: a full disk, a vanished folder
         where = f": {error.filename}" if error.filename else ""
         line, status = f"{error.strerror or first_line(error)}{where}", 1
@@ -124,6 +136,38 @@ def reserve_standard_descriptors() -> None:
             if opened != descriptor:
                 os.dup2(opened, descriptor)
                 os.close(opened)
+
+
+_STDOUT = "standard output"
+
+
+class _NamedStdout:
+    """sys.stdout, whose failed write names it (the OS's "No space left on device" alone did not say which
+    output); everything else is the stream's own."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except OSError as error:
+            raise _named(error) from None
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as error:
+            raise _named(error) from None
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
+def _named(error: OSError) -> OSError:
+    if error.filename is None and not isinstance(error, BrokenPipeError):
+        error.filename = _STDOUT
+    return error
 
 
 class _ClosedStdout(io.TextIOBase):

@@ -113,6 +113,12 @@ class Parser(argparse.ArgumentParser):
     def _command_dests(self) -> set[str]:
         return {action.dest for action in self._actions if isinstance(action, argparse._SubParsersAction)}
 
+    def _print_message(self, message: str, file=None) -> None:
+        # argparse drops a failed write of the help (`stash --help > /dev/full` ended 0, nothing shown): the
+        # failure is the command's (exits.run_command says it)
+        if message:
+            (file or sys.stderr).write(message)
+
     def error(self, message: str) -> None:  # type: ignore[override]
         # main() prints "stash: " before every error: name the subcommand only ("recommend: ...")
         command = self.prog.removeprefix("stash").strip()

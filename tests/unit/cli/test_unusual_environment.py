@@ -42,7 +42,20 @@ def test_json_asked_with_stdout_on_a_full_device_is_one_line_not_a_traceback(tmp
                          "--format", "json", "--db", str(tmp_path / "r.duckdb"))  # fmt: skip
         done = _run(predict, tmp_path, stdout=full)
     assert done.returncode == 1
-    assert done.stderr.strip().splitlines() == ["stash: No space left on device"], done.stderr
+    assert done.stderr.strip().splitlines() == [
+        "stash: the answer could not be written to standard output: No space left on device"
+    ], done.stderr
+
+
+@pytest.mark.parametrize("args", [["--help"], ["predict", "--help"], ["--version"], ["models"]])
+def test_help_or_a_short_answer_on_a_full_device_is_said_not_lost(tmp_path, args):
+    """argparse drops a failed write of its help, and a short answer waits in stdout's buffer until Python's
+    exit (whose failed flush printed "Exception ignored" and ended 120), unless PYTHONUNBUFFERED is set."""
+    buffered = ["env", "-u", "PYTHONUNBUFFERED", *_stash(*args)]
+    with open("/dev/full", "w") as full:
+        done = _run(buffered, tmp_path, stdout=full)
+    assert (done.returncode, done.stderr.strip().splitlines()) == (
+        1, ["stash: the answer could not be written to standard output: No space left on device"])
 
 
 def test_a_removed_current_folder_is_said_in_one_line(tmp_path):
