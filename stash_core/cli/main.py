@@ -113,6 +113,16 @@ class Parser(argparse.ArgumentParser):
     def _command_dests(self) -> set[str]:
         return {action.dest for action in self._actions if isinstance(action, argparse._SubParsersAction)}
 
+    def _get_option_tuples(self, option_string: str) -> list:
+        # two spellings of one option (--dataset-images, --dataset-samples) both start with --dataset:
+        # one option, not an ambiguous abbreviation
+        matches, actions = [], set()
+        for match in super()._get_option_tuples(option_string):
+            if id(match[0]) not in actions:
+                actions.add(id(match[0]))
+                matches.append(match)
+        return matches
+
     def _print_message(self, message: str, file=None) -> None:
         # argparse drops a failed write of the help (`stash --help > /dev/full` ended 0, nothing shown): the
         # failure is the command's (exits.run_command says it)

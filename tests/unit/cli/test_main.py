@@ -89,3 +89,12 @@ def test_a_mistyped_subcommand_is_said_as_typed_with_the_close_one(capsys) -> No
         assert status == 2 and said.startswith(f"stash: {expected}") and "_action" not in said, said
     status, said = _refusal(["runs", "--format", "xml"], capsys)  # an option's choices stay argparse's words
     assert "argument --format: invalid choice: 'xml'" in said
+
+
+def test_the_start_of_an_option_with_two_spellings_is_that_option_not_an_ambiguous_one(capsys) -> None:
+    """--dataset starts both spellings of one option (--dataset-images, --dataset-samples): it was refused as
+    "ambiguous option: --dataset could match --dataset-images, --dataset-samples"."""
+    recommend = ["recommend", "--model", "resnet50", "--batch-size", "64", "--epochs", "1", "--budget", "2"]
+    assert cli_main.parse_command([*recommend, "--dataset", "1000"]).dataset_images == 1000
+    status, said = _refusal([*recommend, "--dataset-images", "1", "--b", "3"], capsys)  # two options
+    assert status == 2 and "ambiguous option: --b could match --batch-size, --budget-hours" in said, said
