@@ -284,7 +284,7 @@ def ranked_view(ranked: pd.DataFrame) -> None:
 
 def show_result(result: Recommendation) -> None:
     st.markdown(f"**Job:** {plain(views.recommend.headline(result))}")
-    for warning in result.label_warnings:
+    for warning in result.warnings:
         st.warning(plain(warning), icon=":material/report:")
     recommended_box(result)
     options = result.options

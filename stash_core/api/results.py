@@ -162,6 +162,7 @@ class Recommendation:
     infeasible_reason: str | None = None
     excluded: list[str] = field(default_factory=list)
     label_warnings: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # label_warnings, then old or undated prices
     answer: Any = field(default=None, repr=False, compare=False)  # decide.recommend's Recommendation
     profiles_set_aside: list[str] = field(default_factory=list)  # the job's stored profiles not used, and why
 

@@ -110,7 +110,7 @@ def format_recommendation(result: Recommendation, show_all: bool = False) -> str
     from stash_core.decide.recommend.explain import job_headline
 
     lines = [job_headline(result.request)]
-    lines += [f"warning: {warning}" for warning in result.label_warnings]
+    lines += [f"warning: {warning}" for warning in result.warnings]
     options = result.options if show_all else result.ranked.head(10)
     if result.best is None:
         lines.append(f"no recommendation: {result.infeasible_reason}")

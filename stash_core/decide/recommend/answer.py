@@ -26,7 +26,7 @@ from stash_core.decide.predict.profile_checks import mislabelled_line, other_cod
 from stash_core.decide.predict.step_cost import calls_attention
 from stash_core.decide.recommend.candidates import OptionPlanner
 from stash_core.decide.recommend.costs import STALL_NAMES, RentalJob, communication_unmeasured
-from stash_core.decide.recommend.explain import explanations, infeasible_reason
+from stash_core.decide.recommend.explain import explanations, infeasible_reason, stale_prices
 from stash_core.decide.recommend.job_model import built_in_16_bits, check_model, job_shapes, model_kind
 from stash_core.decide.recommend.pareto import rank_options
 from stash_core.errors import UsageError
@@ -53,6 +53,13 @@ class Recommendation:
     excluded: list[str] = field(default_factory=list)
     label_warnings: list[str] = field(default_factory=list)
     profiles_set_aside: list[str] = field(default_factory=list)  # the job's stored profiles not used, and why
+    price_warning: str = ""  # prices older than PRICE_AGE_DAYS or undated, where the answer rests on any
+
+    @property
+    def warnings(self) -> list[str]:
+        """What the user should know before renting: profiles whose machine does not fit their label, old or
+        undated prices."""
+        return [*self.label_warnings, *([self.price_warning] if self.price_warning else [])]
 
     @property
     def ranked(self) -> pd.DataFrame:
@@ -79,7 +86,7 @@ class Recommendation:
             "profiles_set_aside": list(self.profiles_set_aside),
             "explanations": list(self.explanations),
             "infeasible_reason": self.infeasible_reason,
-            "warnings": list(self.label_warnings),
+            "warnings": self.warnings,
         }
 
 
@@ -203,6 +210,7 @@ def recommend(
     best = ranked.iloc[0].to_dict() if len(ranked) else None
     result = Recommendation(request, options, best, excluded=planner.excluded, label_warnings=label_warnings)
     result.profiles_set_aside = set_aside
+    result.price_warning = stale_prices(options)
     if best is None:
         result.infeasible_reason = infeasible_reason(options, request, planner.excluded)
     else:

@@ -91,9 +91,6 @@ def explanations(options: pd.DataFrame, best: dict[str, Any], request: dict[str,
         lines.append(tie)
     for option in _explained(options, best, request).to_dict(orient="records"):
         lines.append(_why_not(option, best, request))
-    stale = _stale_prices(options[options["feasible"]] if "feasible" in options else options)
-    if stale:
-        lines.append(stale)
     return lines
 
 
@@ -121,8 +118,11 @@ def _tie(options: pd.DataFrame, best: dict[str, Any]) -> str:
     )
 
 
-def _stale_prices(options: pd.DataFrame) -> str:
-    """A line when a price the answer rests on is older than PRICE_AGE_DAYS, or has no date."""
+def stale_prices(options: pd.DataFrame) -> str:
+    """A line when a price the answer rests on is older than PRICE_AGE_DAYS, or has no date (those of the
+    options that meet the constraints, where one does: else of every option)."""
+    if "feasible" in options and options["feasible"].any():
+        options = options[options["feasible"]]
     if options.empty or "price_date" not in options:
         return ""
     today = date.today()

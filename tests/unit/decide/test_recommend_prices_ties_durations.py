@@ -7,7 +7,7 @@ from datetime import date, timedelta
 
 import pandas as pd
 
-from stash_core.decide.recommend.explain import PRICE_AGE_DAYS, _stale_prices, _tie
+from stash_core.decide.recommend.explain import PRICE_AGE_DAYS, _tie, stale_prices
 from stash_core.units import duration_words
 
 
@@ -35,9 +35,9 @@ def test_options_within_the_stated_error_of_the_best_are_a_tie_and_others_are_no
 
 def test_old_and_undated_prices_are_named():
     old = date.today() - timedelta(days=PRICE_AGE_DAYS + 1)
-    line = _stale_prices(_options(price_date=[old, date.today(), None]))
+    line = stale_prices(_options(price_date=[old, date.today(), None]))
     assert old.isoformat() in line and "1 price(s) have no date" in line
-    assert _stale_prices(_options()) == ""
+    assert stale_prices(_options()) == ""
 
 
 def test_every_option_carries_its_prices_date_region_and_source(tmp_path):
@@ -105,3 +105,23 @@ def test_why_a_dearer_option_loses_never_names_two_costs_alike():
               "training_h": 0.2, "meets_time": True, "meets_cost": True, "source": "measured"}  # fmt: skip
     line = _why_not(option, best, {"budget_hours": 1.0})
     assert "the training costs $0.1794 against $0.1791" in line
+
+
+def test_old_prices_are_a_warning_with_a_recommendation_or_without_one(tmp_path):
+    """The line on old prices was among the explanations (JSON `warnings` stayed empty, and a script that
+    read them never saw that a price was years old), and was not said at all when nothing met the
+    constraints."""
+    from stash_core.catalog import add_instance
+    from stash_core.decide.recommend import recommend
+
+    db = tmp_path / "x.duckdb"
+    old = (date.today() - timedelta(days=PRICE_AGE_DAYS + 30)).isoformat()
+    add_instance(db, name="old", accelerator="NVIDIA A10G 24 GB", accelerator_count=1, vcpus=4,
+                 network_gbps=10, on_demand_usd_per_h=1.0, price_date=old)  # fmt: skip
+    for budget_hours, recommended in ((100.0, True), (1e-6, False)):
+        answer = recommend(db, "resnet18", 32, 1, 10_000, budget_hours=budget_hours, instances=["old"])
+        said = answer.to_json()
+        assert (said["recommended"] is not None) == recommended
+        warned = [line for line in said["warnings"] if f"prices dated {old} are older than" in line]
+        assert warned, said["warnings"]
+        assert not [line for line in said["explanations"] if "prices dated" in line]
