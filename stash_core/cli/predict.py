@@ -149,16 +149,21 @@ def format_prediction(result: Any, rows: int | None = DEFAULT_ROWS) -> str:
     from stash_core.decide.predict.network import comm_method_line
 
     lines = [*_header(result.request, result.expected_errors), ""]
+    shown = result.frame if rows is None else result.frame.head(rows)
+    records = shown.to_dict(orient="records")
+    # columns as wide as their widest cell (a 1024-GPU instance's workers), so later columns stay under
+    # their headings
+    config_w = max([28, *(len(row["config"]) + 1 for row in records)])
+    workers_w = max([8, *(len(workers_cell(row)) + 1 for row in records)])
     if len(result.frame):  # no header over no rows: each instance's reason follows
         lines += [
-            f"  {'configuration':<28}{'workers':>8}  {'accelerator':<20}{'source':<11}{'path':<10}"
-            f"{'step ms':>9}{'±err':>9}{'±comm':>8}{'samples/s':>11}{'mem GiB':>13}"
+            f"  {'configuration':<{config_w}}{'workers':>{workers_w}}  {'accelerator':<20}{'source':<11}"
+            f"{'path':<10}{'step ms':>9}{'±err':>9}{'±comm':>8}{'samples/s':>11}{'mem GiB':>13}"
             "  compute/interconnect/network ms",
         ]
     from stash_core.cells import is_missing  # pandas: imported when a table is printed, not for --help
 
-    shown = result.frame if rows is None else result.frame.head(rows)
-    for row in shown.to_dict(orient="records"):
+    for row in records:
         parts = "/".join(
             fixed(row[f"{part}_s"] * 1e3, ".1f") for part in ("compute", "interconnect", "network")
         )
@@ -174,7 +179,7 @@ def format_prediction(result: Any, rows: int | None = DEFAULT_ROWS) -> str:
         error = percent(row["expected_error"]) + ("*" if row.get("unvalidated") else "")
         comm = percent(row["comm_error"]) if row.get("workers", 1) > 1 else "-"
         lines.append(
-            f"  {row['config']:<28}{workers_cell(row):>8}  {accelerator_cell(row):<20}"
+            f"  {row['config']:<{config_w}}{workers_cell(row):>{workers_w}}  {accelerator_cell(row):<20}"
             f"{row['source']:<11}{row['path']:<10}{row['iteration_s'] * 1e3:>9.1f}{error:>9}{comm:>8}"
             f"{speed:>11}{memory:>13}  {parts}"
         )
@@ -198,9 +203,11 @@ def format_prediction(result: Any, rows: int | None = DEFAULT_ROWS) -> str:
 
         lines += ["", f"stored profiles of this job set aside ({len(set_aside)}):"]
         lines += [f"  {printable(line)}" for line in set_aside]
+    given = result.request.get("workers_per_instance")
+    fewer = "--workers-per-instance " + (str(given) if isinstance(given, int) else "for fewer")
     lines += [
         "",
-        "workers: GPUs used of each instance's GPUs, one worker each (--workers-per-instance for fewer); "
+        f"workers: GPUs used of each instance's GPUs, one worker each ({fewer}); "
         "CPU: the worker processes a profile ran on a CPU machine",
         comm_method_line(),
     ]

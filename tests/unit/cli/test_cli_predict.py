@@ -92,6 +92,26 @@ def test_the_table_says_how_many_of_the_instances_gpus_are_used(tmp_path, capsys
     status, out, _ = run(capsys, *ask, "--workers-per-instance", "1", "--max-instances", "2")
     rows = [line for line in out.splitlines() if "x p3.8xlarge" in line]
     assert status == 0 and any(" 1/4 " in line for line in rows) and any(" 2x1/4 " in line for line in rows)
+    # the note under the table restates the option given (it offered "--workers-per-instance for fewer")
+    assert "one worker each (--workers-per-instance 1)" in out and "for fewer" not in out
+
+
+def test_columns_stay_under_their_headings_when_a_cell_is_wider_than_its_column(tmp_path, capsys):
+    """A 1024-GPU instance's workers cell (3x1024/1024) pushed every later column right of its heading."""
+    from stash_core.catalog import add_instance
+
+    db = str(tmp_path / "x.duckdb")
+    add_instance(db, name="big", accelerator="NVIDIA A100 SXM4 80 GB", accelerator_count=1024, vcpus=4096,
+                 network_gbps=400, interconnect="nvswitch_a100", on_demand_usd_per_h=1000.0)  # fmt: skip
+    status, out, _ = run(capsys, "predict", "--model", "resnet18", "--batch-size", "8", "--instances", "big",
+                         "--max-instances", "3", "--db", db)  # fmt: skip
+    lines = out.splitlines()
+    heading = next(line for line in lines if line.lstrip().startswith("configuration"))
+    rows = [line for line in lines if " x big " in line]
+    assert status == 0 and len(rows) == 3, out
+    for row in rows:  # each cell ends where its right-aligned heading ends
+        for cell, name in ((row.split()[3], "workers"), (row.split()[-3], "samples/s")):
+            assert row.index(cell) + len(cell) == heading.index(name) + len(name), (row, heading)
 
 
 def test_a_seven_billion_model_in_fp32_is_refused_on_a_24_gb_gpu_with_the_reason(tmp_path, capsys):
