@@ -78,6 +78,7 @@ def cmd_spot_profile(args: argparse.Namespace) -> int:
     from stash_core.spot.contention import (
         fit_contention,
         merged_compute_s,
+        replaced_job_notes,
         stored_compute_times,
         workload_fields,
     )
@@ -119,14 +120,15 @@ def cmd_spot_profile(args: argparse.Namespace) -> int:
     fields = {**workload_fields(profile, fit), "source": profile.source}
     found, missing = stored_compute_times(db_path(args), args.model, args.batch, instances)
     fields["compute_s"] = merged_compute_s(existing, profile.model, profile.batch, found)
+    notes = replaced_job_notes(existing, profile.model, profile.batch, fields["compute_s"])
     if args.loss_csv is not None:
         _write_loss_csv(args.loss_csv, [row for m in profile.counts for row in m.loss_rows])
     update_workload(args.workload, fields)
-    report = {**fields, "compute_s_missing": missing, "workload": str(args.workload)}
+    report = {**fields, "compute_s_missing": missing, "notes": notes, "workload": str(args.workload)}
     if args.json:
         print(json_text(report, indent=2))
         return 0
-    print(format_profile(fields, missing, args.workload, db_path(args)))
+    print(format_profile(fields, missing, args.workload, db_path(args), notes))
     return 0
 
 
@@ -138,7 +140,9 @@ def _print_count(measure: Any) -> None:
           flush=True)  # fmt: skip
 
 
-def format_profile(fields: dict[str, Any], missing: list[str], path: Path, db: Path | None = None) -> str:
+def format_profile(
+    fields: dict[str, Any], missing: list[str], path: Path, db: Path | None = None, notes: list[str] = ()
+) -> str:
     fit = fields["contention_fit"]
     lines = [
         f"S_parm {fields['param_bytes'] / 1e6:.2f} MB; B_req {fields['solo_bandwidth_mbps']:.0f} MB/s; "
@@ -165,6 +169,7 @@ def format_profile(fields: dict[str, Any], missing: list[str], path: Path, db: P
     name = (fields.get("source") or {}).get("cluster")
     where = f"the emulated cluster {name}" if name else "this machine over loopback"
     lines.append(f"measured on {where}; written to {path}")
+    lines += [f"note: {note}" for note in notes]
     return "\n".join(lines)
 
 

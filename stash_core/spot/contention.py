@@ -106,6 +106,24 @@ def merged_compute_s(existing: dict[str, Any], model: str, batch_per_gpu: int, f
     return {**((existing.get("compute_s") or {}) if same_job else {}), **found}
 
 
+def replaced_job_notes(existing: dict[str, Any], model: str, batch_per_gpu: int, kept: dict) -> list[str]:
+    """What a profile of `model` at `batch_per_gpu` left out of, or left as it was in, a workload file of
+    another job: its compute times (merged_compute_s drops them) and its loss coefficients g (kept: they
+    come from the user's own training logs, `stash spot-fit-loss`)."""
+    dropped = sorted(set(existing.get("compute_s") or {}) - set(kept))
+    same_model = canonical_model(str(existing.get("model"))) == canonical_model(model)
+    theirs = existing.get("model") or "a model the file does not name"
+    notes = []
+    if dropped:
+        notes.append(f"compute_s of {', '.join(dropped)} left out: the file's were of {theirs} at batch "
+                     f"{existing.get('batch_per_gpu')} per GPU, this profile is of {model} at batch "
+                     f"{batch_per_gpu}")  # fmt: skip
+    if existing.get("g") and not same_model:
+        notes.append(f"g (the loss model) is still the file's, fitted for {theirs}: fit {model}'s with "
+                     "`stash spot-fit-loss`")  # fmt: skip
+    return notes
+
+
 def stored_compute_times(db_path: Path, model: str, batch_per_gpu: int,
                          instances: list[tuple[str, int]]) -> tuple[dict[str, float], list[str]]:  # fmt: skip
     """T_comp of each (instance, GPUs) from Stash's stored profiles, and the instances without one."""

@@ -25,3 +25,9 @@ def test_a_missing_database_is_said_as_such_not_as_missing_profiles(tmp_path):
 def test_a_negative_b1_is_written_as_a_subtraction():
     text = format_profile(FIELDS, [], "w.json")
     assert "P = min(0.5 sqrt(n) - 0.6, 1)" in text and "+ -" not in text
+
+
+def test_the_notes_follow_where_the_workload_was_written():
+    text = format_profile(FIELDS, [], "w.json", None, ["compute_s of a left out: ..."])
+    assert text.splitlines()[-2:] == ["measured on this machine over loopback; written to w.json",
+                                      "note: compute_s of a left out: ..."]

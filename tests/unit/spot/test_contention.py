@@ -8,7 +8,13 @@ import numpy as np
 import pytest
 
 from stash_core.errors import UsageError
-from stash_core.spot.contention import bandwidth_errors, fit_contention, merged_compute_s, workload_fields
+from stash_core.spot.contention import (
+    bandwidth_errors,
+    fit_contention,
+    merged_compute_s,
+    replaced_job_notes,
+    workload_fields,
+)
 from stash_core.spot.ps_exchanges import CountMeasure
 from stash_core.spot.workload_profile import ContentionProfile
 
@@ -76,3 +82,21 @@ def test_a_profile_of_another_model_or_batch_keeps_none_of_the_files_compute_tim
     assert merged_compute_s({}, "resnet110", 512, {}) == {}
     zoo = {"model": "resnet18", "batch_per_gpu": 32, "compute_s": {"g3.8xlarge": 0.8}}
     assert merged_compute_s(zoo, " ResNet18", 32, {}) == {"g3.8xlarge": 0.8}  # the zoo builds it as resnet18
+
+
+def test_what_a_profile_of_another_job_leaves_out_or_keeps_is_said():
+    """spot-profile dropped the file's compute times of another job unsaid ("written to wp.json" alone), and
+    the next `stash spot` failed on a compute time it had a moment before."""
+    old = {"model": "resnet110", "batch_per_gpu": 512, "compute_s": {"g3.8xlarge": 0.8, "g3.16xlarge": 0.9},
+           "g": [1.0, 2.0, 3.0, 4.0, 5.0]}  # fmt: skip
+    found = {"g3.8xlarge": 0.01}
+    (dropped, loss) = replaced_job_notes(old, "resnet10", 8, merged_compute_s(old, "resnet10", 8, found))
+    assert dropped == ("compute_s of g3.16xlarge left out: the file's were of resnet110 at batch 512 per "
+                       "GPU, this profile is of resnet10 at batch 8")  # fmt: skip
+    assert loss.startswith("g (the loss model) is still the file's, fitted for resnet110")
+    # the same model at another batch: its g stands (the loss model takes the batch), its times do not
+    assert len(replaced_job_notes(old, "resnet110", 8, found)) == 1
+    assert replaced_job_notes(old, "resnet110", 512, merged_compute_s(old, "resnet110", 512, found)) == []
+    unnamed = {key: value for key, value in old.items() if key != "model"}  # as examples/workload.json
+    assert "the file's were of a model the file does not name at batch 512" in replaced_job_notes(
+        unnamed, "resnet10", 8, found)[0]
