@@ -43,7 +43,7 @@ def simulate_schedule(
     las_limits_gpu_h: tuple[float, ...] | str = defaults.LAS_LIMITS_GPU_H,
     starve_factor: float = defaults.STARVE_FACTOR, uplink_factor: float = defaults.UPLINK_FACTOR,
     node_gbps: float | None = None, uplink_gbps: float | None = None, oversubscription: float | None = None,
-    reference_gbps: float = defaults.REFERENCE, out: Path | str | None = None,
+    reference_gbps: float | None = None, out: Path | str | None = None,
     jobs_csv: Path | str | None = None, no_store: bool = False, max_jobs: int | None = None,
     trace_label: str | None = None,
     db: Path | str | None = None,
@@ -65,7 +65,7 @@ def simulate_schedule(
         uplink_factor: without a link model, the network stall multiplier across switches.
         node_gbps: node uplink bandwidth, Gbit/s: links shared max-min fairly (default: no link model), with
             `uplink_gbps` or `oversubscription` for the switches' uplinks; `reference_gbps` the bandwidth a
-            trace's slowdowns hold for.
+            trace's slowdowns hold for (default 1; the link model's, so with `node_gbps` only).
         out: the folder of the result file (default: results/ next to the database); jobs_csv: also each
             job's outcome per policy, as CSV;
             no_store: write the file only, not the database.
@@ -224,18 +224,22 @@ def _check_label(label: object) -> None:
 
 
 def _fabric(node_gbps: float | None, uplink_gbps: float | None, oversubscription: float | None,
-            reference_gbps: float, shape: object):  # fmt: skip
+            reference_gbps: float | None, shape: object):  # fmt: skip
     """The shared links of `node_gbps` with `uplink_gbps` or `oversubscription`; None without `node_gbps`."""
     from stash_core.sched.fabric import Fabric
 
     node_gbps = checked("node_gbps", node_gbps, positive_real(1e6))
     uplink_gbps = checked("uplink_gbps", uplink_gbps, positive_real(1e6))
     ratio = checked("oversubscription", oversubscription, positive_real(1e6))
-    reference = required("reference_gbps", reference_gbps, positive_real(1e6))
+    reference = checked("reference_gbps", reference_gbps, positive_real(1e6))
     if node_gbps is None:
         if uplink_gbps is not None or ratio is not None:
             raise UsageError("--uplink-gbps and --oversubscription need --node-gbps")
+        if reference is not None:  # without links a placement's slowdown is the trace's, at any rate
+            raise UsageError("--reference-gbps is the rate the link model reads a trace's slowdowns at: it "
+                             "needs --node-gbps")  # fmt: skip
         return None
+    reference = defaults.REFERENCE if reference is None else reference
     if uplink_gbps is not None and ratio is not None:
         raise UsageError("give one of --uplink-gbps and --oversubscription")
     if uplink_gbps is not None:

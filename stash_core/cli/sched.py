@@ -153,8 +153,9 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
         "bytes over the rate a job gets (stash_core/sched/fabric.py; replaces --uplink-factor)",
     )  # fmt: skip
     sched.add_argument(
-        "--reference-gbps", type=positive_real(1e6), default=defaults.REFERENCE,
-        help="the bandwidth a trace's network_slowdown (or Blox's penalty) holds for, Gbit/s",
+        "--reference-gbps", type=positive_real(1e6), default=None,
+        help="with --node-gbps: the bandwidth a trace's network_slowdown (or Blox's penalty) holds for, "
+        f"Gbit/s (default {defaults.REFERENCE:g})",
     )  # fmt: skip
     fabric = sched.add_mutually_exclusive_group()
     fabric.add_argument("--uplink-gbps", type=positive_real(1e6), default=None, help="switch uplink, Gbit/s")

@@ -56,7 +56,7 @@ def simulate(
         cluster=tuple(cluster), policies=policies, tuning=tuning, delay_s=delay_s, scale=scale,
         checkpoint_s=checkpoint_s, min_run_s=min_run_s, uplink_factor=uplink_factor,
         node_gbps=node_gbps or None, oversubscription=oversubscription if node_gbps else None,
-        reference_gbps=reference_gbps,
+        reference_gbps=reference_gbps if node_gbps else None,
         out=None if out_dir is None else Path(out_dir), max_jobs=MAX_PAGE_JOBS, db=db_path,
     )  # fmt: skip
     if tuning != "given":  # the page always sends its timers; they count only when given

@@ -94,6 +94,11 @@ def test_congested_links_are_described_and_checked(tmp_path, capsys):
     assert "switch uplinks 25 Gbit/s" in capsys.readouterr().out
     assert main([*base, "--uplink-gbps", "25", *db]) == 2
     assert "need --node-gbps" in capsys.readouterr().err
+    # the rate slowdowns are read at belongs to the link model: without one it changed nothing, unsaid
+    assert main([*base, "--reference-gbps", "1", *db]) == 2
+    assert "--reference-gbps is the rate the link model reads" in capsys.readouterr().err
+    assert main([*base, "--node-gbps", "100", "--reference-gbps", "25", *db]) == 0
+    assert "slowdowns read at 25 Gbit/s" in capsys.readouterr().out
 
 
 def test_online_timers_and_a_philly_trace(tmp_path, capsys):
