@@ -123,6 +123,12 @@ def load_document(path: Path, other_kinds: tuple[str, ...] = ()) -> ResultDocume
     doc = _read_json(path)
     if isinstance(doc, dict) and doc.get("kind") in other_kinds:
         return doc
+    kinds = (RESULT_KIND, PROBE_KIND, *other_kinds)
+    kind = doc.get("kind") if isinstance(doc, dict) else None
+    if kind not in kinds:  # another tool's JSON, or another command's (`stash spot --json`)
+        has = 'no "kind"' if kind is None else f'"kind" {json.dumps(kind)[:60]}'
+        raise UsageError(f"{path}: not a Stash result file ({has}; the files Stash stores have \"kind\" "
+                         f"{', '.join(kinds)})")  # fmt: skip
     try:
         if isinstance(doc, dict) and doc.get("kind") == PROBE_KIND:
             check_probe(doc)

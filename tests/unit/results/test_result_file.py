@@ -237,6 +237,13 @@ def test_load_document_reads_results_and_probes(tmp_path: Path) -> None:
     foreign = write_result_atomic(tmp_path / "foreign.json", {"kind": "other"})
     with pytest.raises(UsageError, match="not a Stash result file"):
         load_document(foreign)
+    # every kind it takes is named: `stash spot --json`'s output said only `no "kind": "stash-profile"`,
+    # though a simulation file is taken too
+    kindless = write_result_atomic(tmp_path / "spot.json", {"pricing": "spot"})
+    with pytest.raises(UsageError) as said:
+        load_document(kindless, other_kinds=("stash-simulation",))
+    assert str(said.value) == (f'{kindless}: not a Stash result file (no "kind"; the files Stash stores have '
+                               '"kind" stash-profile, stash-probe, stash-simulation)')  # fmt: skip
 
 
 @pytest.mark.parametrize(
