@@ -121,10 +121,11 @@ def read_loss_csv(path: Path) -> LossCurves:
     text = read_user_text(path, "loss curves", MAX_LOSS_CSV_BYTES)
     try:
         reader = csv.DictReader(io.StringIO(text, newline=""))
-        rows = list(reader)
+        numbered = [(reader.line_num, row) for row in reader]  # a file's line numbers, blank lines counted
     except csv.Error as exc:
         raise UsageError(f"loss curves {path} is not a readable CSV: {exc}") from None
     refuse_repeated_columns(reader.fieldnames, f"loss curves {path}", fold_case=True)
+    rows = [row for _, row in numbered]
     if not rows:
         raise UsageError(f"loss curves {path}: no rows (a header with iteration, loss, batch_size, workers)")
     header = {name.strip().lower(): name for name in rows[0] if name is not None}
@@ -138,8 +139,15 @@ def read_loss_csv(path: Path) -> LossCurves:
             raise UsageError(f"loss curves {path}: no {key} column (one of: {', '.join(names)})")
         found[key] = match
     values: dict[str, list[float]] = {key: [] for key in found if found[key] is not None}
-    for line, row in enumerate(rows, start=2):
+    for line, row in numbered:
+        fields = sum(value is not None for name, value in row.items() if name is not None)
+        fields += len(row.get(None) or ())  # those past the header's
+        if fields != len(reader.fieldnames):
+            raise UsageError(f"loss curves {path} line {line} has {fields} fields where the header has "
+                             f"{len(reader.fieldnames)}")  # fmt: skip
         for key in values:
+            if not row[found[key]].strip():
+                raise UsageError(f"loss curves {path} line {line}: {key} is empty")
             try:
                 value = float(row[found[key]])
             except (TypeError, ValueError):

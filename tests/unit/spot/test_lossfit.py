@@ -75,6 +75,16 @@ def test_csv_columns_and_refusals(tmp_path):
     path.write_text("step,loss,batch,workers\n0,-1,64,1\n")
     with pytest.raises(UsageError, match="loss > 0"):
         read_loss_csv(path)
+    # a short row named "batch None is not a number"; a blank line moved every later line's number
+    path.write_text("step,loss,batch,workers\n0,2.5,64,1\n\n100,3\n")
+    with pytest.raises(UsageError, match="line 4 has 2 fields where the header has 4$"):
+        read_loss_csv(path)
+    path.write_text("step,loss,batch,workers\n0,2.5,64,1,9\n")
+    with pytest.raises(UsageError, match="line 2 has 5 fields where the header has 4$"):
+        read_loss_csv(path)
+    path.write_text("step,loss,batch,workers\n\n0,2.5, ,1\n")
+    with pytest.raises(UsageError, match="line 3: batch is empty$"):
+        read_loss_csv(path)
 
 
 def test_the_planner_refuses_a_workload_with_a_bad_recorded_fit(tmp_path):
