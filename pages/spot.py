@@ -134,6 +134,8 @@ def plan_box(answer: SpotAnswer, deadline_s: float) -> None:
     best = answer.spot.best
     st.caption(f"Worker counts searched: {answer.searched}; parameter server "
                f"{answer.ps_gbps:.3g} Gbit/s. Predicted by the spotDNN model, not measured.")  # fmt: skip
+    for note in answer.notes:  # a type offered without a price of the plan's kind: left out of that plan
+        st.caption(plain(f"Note: {note}"))
     if best is None:
         st.error(f"No spot plan: {plain(answer.spot.infeasible_reason)}", icon=":material/block:")
         return

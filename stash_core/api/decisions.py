@@ -127,7 +127,13 @@ def plan_spot(
     """
     from stash_core.spot import plan_spot_cluster, plan_table
     from stash_core.spot.fragility import fragile_coefficients
-    from stash_core.spot.inputs import build_offers, load_workload, parse_offers, ps_bandwidth_Bps
+    from stash_core.spot.inputs import (
+        build_offers,
+        load_workload,
+        parse_offers,
+        priced_offers,
+        ps_bandwidth_Bps,
+    )
     from stash_core.spot.simulate import DEFAULT_RATE_PER_H, RESTART_S, plan_risk
 
     target_loss = required("target_loss", target_loss, positive_real(1e6))
@@ -146,7 +152,10 @@ def plan_spot(
     except (ValueError, TypeError, RecursionError) as error:  # numbers too long, nesting too deep, text
         raise UsageError(f"workload file {workload}: {error}") from None
     ps_Bps = ps_bandwidth_Bps(checked("ps_gbps", ps_gbps, positive_real(1e5)), doc)
-    offers = build_offers(database(db), parse_offers(_offers_text(instances)), doc, pricing)
+    offered = parse_offers(_offers_text(instances))
+    offers, _, unpriced_note = priced_offers(database(db), offered, doc, pricing)
+    if not offers:  # no type offered has this price: the first one's refusal, as for a single type
+        build_offers(database(db), offered, doc, pricing)
     result = plan_spot_cluster(offers, loaded, target_loss, budget_s, ps_Bps=ps_Bps, pcie_Bps=pcie_Bps,
                                revocation_s=revocation_s)  # fmt: skip
     rows = plan_table(result, required("top", top, count(10_000)))
@@ -162,6 +171,7 @@ def plan_spot(
         pricing=pricing, best=rows[0] if result.best is not None else None, candidates=rows,
         bounds=result.bounds, infeasible_reason=result.infeasible_reason, fragile=fragile,
         risk=None if risk is None else vars(risk), plan=result,
+        notes=[unpriced_note] if unpriced_note else [],
     )  # fmt: skip
 
 

@@ -203,6 +203,7 @@ class SpotPlan:
     fragile: list[str] = field(default_factory=list)
     risk: dict[str, Any] | None = None
     plan: Any = field(default=None, repr=False, compare=False)  # spot.planner's PlanResult
+    notes: list[str] = field(default_factory=list)  # the types offered left out of the plan (no price), why
 
     __eq__ = _equal_fields
     __repr__ = _compact_repr
@@ -220,6 +221,7 @@ class SpotPlan:
             "pricing": self.pricing, "best": self.best, "candidates": self.candidates,
             "bounds": list(self.bounds),
             "infeasible_reason": self.infeasible_reason, "fragile": self.fragile, "risk": self.risk,
+            "notes": self.notes,
             # "exact": every mix of counts tried; "window": spotDNN's heuristic, a cheaper mix may exist
             "search": self.plan.search if self.plan is not None else None,
         })  # fmt: skip

@@ -121,6 +121,8 @@ def cmd_spot(args: argparse.Namespace) -> int:
 
         risk = PlanRisk(**plan.risk)
     print(format_plan(plan.plan, plan.candidates, plan.pricing, args.target_loss, args.budget_s, risk))
+    for note in plan.notes:
+        print(f"note: {note}")
     if plan.fragile:
         from stash_core.spot.fragility import fragile_text
 

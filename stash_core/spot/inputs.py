@@ -236,18 +236,25 @@ def build_offers(db_path: Path, offers: list[tuple[str, int]], doc: dict[str, An
 
 def on_demand_offers(db_path: Path, offers: list[tuple[str, int]],
                      doc: dict[str, Any]) -> tuple[list[InstanceOffer], list[str], str | None]:  # fmt: skip
-    """The on-demand offers of the instances offered that have an on-demand price (one with a spot price
-    alone is left out of an on-demand plan): the offers, the names left out, and a note that says so (None
-    where none is)."""
-    unpriced = [name for name, _ in offers if _has_no_price(db_path, name, "on_demand")]
+    """priced_offers at on-demand prices."""
+    return priced_offers(db_path, offers, doc, "on_demand")
+
+
+def priced_offers(db_path: Path, offers: list[tuple[str, int]], doc: dict[str, Any],
+                  pricing: str) -> tuple[list[InstanceOffer], list[str], str | None]:  # fmt: skip
+    """The offers of the instances offered that have a price of `pricing` (one without, a type with a spot
+    price alone in an on-demand plan, is left out of the plan): the offers, the names left out, and a note
+    that says so (None where none is)."""
+    unpriced = [name for name, _ in offers if _has_no_price(db_path, name, pricing)]
     priced = [(name, quota) for name, quota in offers if name not in unpriced]
+    kind, article = ("on-demand", "an") if pricing == "on_demand" else ("spot", "a")
     where = "in the catalog (`stash instances set`)"
     note = None
     if unpriced and priced:
-        note = f"on-demand: planned without {', '.join(unpriced)}: no on-demand price {where}"
+        note = f"{kind}: planned without {', '.join(unpriced)}: no {kind} price {where}"
     elif unpriced:
-        note = f"on-demand: not simulated: no instance offered has an on-demand price {where}"
-    return (build_offers(db_path, priced, doc, "on_demand") if priced else []), unpriced, note
+        note = f"{kind}: not simulated: no instance offered has {article} {kind} price {where}"
+    return (build_offers(db_path, priced, doc, pricing) if priced else []), unpriced, note
 
 
 def _has_no_price(db_path: Path, name: str, pricing: str) -> bool:

@@ -93,6 +93,7 @@ class SpotAnswer:
     on_demand_reason: str | None = None
     risk: PlanRisk | None = None  # the spot plan at the default revocation rate
     searched: str = ""  # the worker counts searched, as the page says them
+    notes: list[str] = field(default_factory=list)  # types offered left out of a plan for want of a price
 
 
 # What each fitted coefficient of the workload's model is (spot/model.py), for a fragility warning that
@@ -108,17 +109,19 @@ def plan(db_path: Path | str, text: str, offers: tuple[tuple[str, int], ...], ta
         path.write_text(text)
         options = {"pcie_gbps": pcie_gbps, "revocation_s": revocation_s, "top": 10, "db": db_path}
         spot = plan_spot(path, quotas, target_loss, budget_s, **options)
-        on_demand, reason = None, None
+        on_demand, reason, notes = None, None, list(spot.notes)
         try:
             never_revoked = {**options, "revocation_s": 0.0}
-            on_demand = plan_spot(path, quotas, target_loss, budget_s, on_demand=True, **never_revoked).plan
+            planned = plan_spot(path, quotas, target_loss, budget_s, on_demand=True, **never_revoked)
+            on_demand = planned.plan
+            notes += planned.notes
         except UsageError as exc:  # e.g. no on-demand price in the catalog: the spot plan still stands
             reason = str(exc)
     return SpotAnswer(spot=spot.plan, on_demand=on_demand, candidates=candidates_frame(spot.candidates),
                       windows=window_search(spot.plan), points=window_points(spot.plan), fragile=spot.fragile,
                       ps_gbps=ps_bandwidth_Bps(None, doc) / GBPS, on_demand_reason=reason,
                       risk=None if spot.risk is None else PlanRisk(**spot.risk),
-                      searched=searched_workers(spot.plan))  # fmt: skip
+                      searched=searched_workers(spot.plan), notes=notes)  # fmt: skip
 
 
 def candidates_frame(rows: list[dict[str, Any]]) -> pd.DataFrame:

@@ -38,6 +38,28 @@ def test_a_plan_with_spot_prices_and_the_same_on_demand(tmp_path, capsys):
     assert on_demand["best"]["cost_usd"] > 3 * spot["best"]["cost_usd"]
 
 
+def test_a_type_without_the_plans_kind_of_price_is_left_out_and_said(tmp_path, capsys):
+    """`spot --on-demand` refused the whole offer for one type with a spot price alone, where spot-simulate
+    planned on-demand without it; a type with neither price is still refused when it is all there is."""
+    db = str(tmp_path / "r.duckdb")
+    assert main(["instances", "add", "spotonly", "--accelerator", "NVIDIA V100 16 GB", "--accelerator-count",
+                 "1", "--spot-usd-per-h", "0.9", "--db", db]) == 0  # fmt: skip
+    capsys.readouterr()
+    workload = {**WORKLOAD, "compute_s": {**WORKLOAD["compute_s"], "spotonly": 0.9}}
+    path = tmp_path / "w.json"
+    path.write_text(json.dumps(workload))
+    ask = ["spot", "--workload", str(path), "--target-loss", "0.8", "--budget-s", "3000", "--db", db]
+    assert main([*ask, "--instances", "spotonly:4,g3.8xlarge:5", "--on-demand"]) == 0
+    out = capsys.readouterr().out
+    said = ("note: on-demand: planned without spotonly: no on-demand price in the catalog (`stash instances "
+            "set`)")  # fmt: skip
+    assert said in out.splitlines() and "spotonly" not in out.split("note:")[0], out
+    assert main([*ask, "--instances", "spotonly:4,g3.8xlarge:5", "--on-demand", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["notes"] == [said.removeprefix("note: ")]
+    assert main([*ask, "--instances", "spotonly:4", "--on-demand"]) == 2
+    assert "no on-demand price for instance spotonly" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize("spot_only", [["--revocation-s", "60"], ["--rate-per-h", "2"]])
 def test_revocation_options_with_on_demand_are_refused_not_ignored(tmp_path, capsys, spot_only):
     status, out = _spot(tmp_path, capsys, "--budget-s", "3000", "--on-demand", *spot_only)
