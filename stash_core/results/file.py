@@ -20,6 +20,7 @@ from stash_core.results.document import ResultDocument, check_ranges
 from stash_core.results.probe import check_probe_set
 from stash_core.results.values import (
     check_identifier,
+    check_kind,
     check_numbers,
     check_timestamp,
     check_tree,
@@ -123,12 +124,7 @@ def load_document(path: Path, other_kinds: tuple[str, ...] = ()) -> ResultDocume
     doc = _read_json(path)
     if isinstance(doc, dict) and doc.get("kind") in other_kinds:
         return doc
-    kinds = (RESULT_KIND, PROBE_KIND, *other_kinds)
-    kind = doc.get("kind") if isinstance(doc, dict) else None
-    if kind not in kinds:  # another tool's JSON, or another command's (`stash spot --json`)
-        has = 'no "kind"' if kind is None else f'"kind" {json.dumps(kind)[:60]}'
-        raise UsageError(f"{path}: not a Stash result file ({has}; the files Stash stores have \"kind\" "
-                         f"{', '.join(kinds)})")  # fmt: skip
+    check_kind(path, doc, (RESULT_KIND, PROBE_KIND, *other_kinds))
     try:
         if isinstance(doc, dict) and doc.get("kind") == PROBE_KIND:
             check_probe(doc)

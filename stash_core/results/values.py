@@ -4,6 +4,7 @@ refusal is one UsageError line that names its document and field."""
 
 from __future__ import annotations
 
+import json
 import math
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -19,6 +20,16 @@ MAX_ID_CHARS = 200
 EARLIEST, LATEST = datetime(1900, 1, 1), datetime(2262, 4, 11)
 # How far ahead of this machine's clock a document's start may be: another machine's clock may run ahead.
 FUTURE_LEEWAY = timedelta(days=1)
+
+
+def check_kind(path: Any, doc: Any, kinds: tuple[str, ...]) -> None:
+    """UsageError "PATH: not a Stash result file" naming the kinds Stash stores, for a document of none of
+    them: another tool's JSON, or another command's (`stash spot --json`)."""
+    kind = doc.get("kind") if isinstance(doc, dict) else None
+    if kind not in kinds:
+        has = 'no "kind"' if kind is None else f'"kind" {json.dumps(kind)[:60]}'
+        raise UsageError(f"{path}: not a Stash result file ({has}; the files Stash stores have \"kind\" "
+                         f"{', '.join(kinds)})")  # fmt: skip
 
 
 def check_timestamp(key: str, value: Any, required: bool, document: str = "result file") -> None:
