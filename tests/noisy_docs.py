@@ -37,7 +37,10 @@ def noisy_result_doc(seed: int, *, legacy: bool = False, **options: Any) -> dict
     for phase in doc["phases"]:
         ci95 = phase["iteration_s"]["mean"] * float(rng.choice([0.005, 0.02, 0.2]))
         mean = phase["iteration_s"]["mean"] + float(rng.normal(0, ci95 / 1.96))
-        phase["iteration_s"].update(mean=mean, ci95=ci95, median=mean)
+        samples = (phase.get("samples") or {}).get("iteration_s")
+        # the noise moves the mean (the launches' pooled mean); a median is its samples' where it has them
+        median = float(np.median(samples)) if samples else mean
+        phase["iteration_s"].update(mean=mean, ci95=ci95, median=median)
         times[phase["name"]] = stall_analysis.PhaseTime(mean, ci95)
     not_separable = {"cpu": "too big", "disk": "too big"} if "cpu" in stalls and rng.random() < 0.1 else None
     chain = [phase for phase in stall_analysis.CHAIN if stall_analysis.STALL_OF_PHASE[phase] in stalls]

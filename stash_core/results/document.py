@@ -140,6 +140,11 @@ def check_ranges(doc: dict[str, Any]) -> None:
         for key in ("ci95_s", "epoch_ci95_s"):  # a half-width: never below zero
             _at_least(f"stall {stall} {key}", entry.get(key), 0)
         seconds = entry.get("seconds")
+        if entry.get("status") in ("not_measured", "not_separable"):  # no figure: one would be stored as its
+            for key in ("seconds", "share", "epoch_s", "ci95_s"):  # time, yet shown as not measured
+                if _known(entry.get(key)):
+                    raise UsageError(f"result file: stall {stall} is {entry['status']}, but its {key} is "
+                                     f"{entry[key]!r}; a stall without a figure has none")  # fmt: skip
         if entry.get("status") == "measured" and _number(seconds) and seconds < 0:
             raise UsageError(
                 f"result file: stall {stall} is measured at {seconds!r} s; a negative difference has status "
@@ -164,6 +169,7 @@ def check_ranges(doc: dict[str, Any]) -> None:
         for key, value in (phase.get("iteration_s") or {}).items():
             if key != "n":
                 _at_least(f"phase {name} iteration_s.{key}", value, 0)
+        _check_samples(name, phase)
         for key, value in (phase.get("parts_mean_s") or {}).items():
             _at_least(f"phase {name} parts_mean_s.{key}", value, 0)
         fraction = phase.get("resident_fraction_start")
@@ -172,6 +178,25 @@ def check_ranges(doc: dict[str, Any]) -> None:
                 f"result file: phase {name} resident_fraction_start is {fraction!r}; expected 0 to 1"
             )
     _check_consistent(doc, breakdown)  # after the ranges: a negative time is said as such
+
+
+def _check_samples(name: str, phase: dict[str, Any]) -> None:
+    """A phase's iteration count is its samples' (the engine summarises the samples it keeps), and its median
+    one within them: a file whose figures say otherwise would store samples no figure of it was made of."""
+    samples = (phase.get("samples") or {}).get("iteration_s")
+    if not isinstance(samples, list) or not samples:
+        return
+    stats = phase.get("iteration_s") or {}
+    for what, count in (("iterations", phase.get("iterations")), ("iteration_s.n", stats.get("n"))):
+        if _number(count) and count != len(samples):
+            raise UsageError(f"result file: phase {name} {what} is {count!r}, but it has {len(samples)} "
+                             "iteration samples")  # fmt: skip
+    median = stats.get("median")
+    known = [value for value in samples if _known(value)]
+    low, high = (min(known) * (1 - _ROUNDING), max(known) * (1 + _ROUNDING)) if known else (None, None)
+    if _known(median) and known and not low <= median <= high:
+        raise UsageError(f"result file: phase {name} iteration_s.median is {median!r} s, outside its "
+                         f"samples' {min(known)!r} to {max(known)!r} s")  # fmt: skip
 
 
 def _number(value: Any) -> bool:
@@ -237,11 +262,11 @@ def _check_stalls_of_phases(phases: dict[str, dict], stalls: dict[str, Any]) -> 
     timed = [name for name in chain if _known(means.get(name))]
     for stall, entry in stalls.items():  # a figure needs its run: a one-machine run has no network stall
         status = entry.get("status") if isinstance(entry, dict) else None
-        if status in WITH_FIGURE and PHASE_OF_STALL.get(stall) not in timed:
-            raise UsageError(
-                f"result file: stall {stall} is {status}, but its run {PHASE_OF_STALL.get(stall)} is not a "
-                "timed phase of this run"
-            )
+        run = PHASE_OF_STALL.get(stall)
+        if status in WITH_FIGURE and run not in timed:
+            why = (f"its run {run} has no mean time (iteration_s.mean {means[run]!r})" if run in phases
+                   else f"its run {run} is not a timed phase of this run")  # fmt: skip
+            raise UsageError(f"result file: stall {stall} is {status}, but {why}")
     for index, name in enumerate(timed):
         entry = stalls.get(STALL_OF_PHASE[name])
         entry = entry if isinstance(entry, dict) else {}

@@ -58,6 +58,19 @@ REFUSED = [
     ("breakdown-stall-measured-negative", _set("breakdown.stalls.compute.seconds", -1.0),
      "stall compute is measured at -1.0 s"),
     ("breakdown-ci-negative", _set("breakdown.iteration_ci95_s", -0.1), "iteration_ci95_s"),
+    # figures at odds with the phase's own samples were stored beside them, and each reader saw other times
+    ("phase-iterations-not-its-samples", _set("phases.0.iterations", 999),
+     "phase R0 iterations is 999, but it has 30 iteration samples"),
+    ("phase-n-not-its-samples", _set("phases.0.iteration_s.n", 31),
+     "phase R0 iteration_s.n is 31, but it has 30"),
+    ("phase-median-beyond-its-samples", _set("phases.0.iteration_s.median", 10.0),
+     "phase R0 iteration_s.median is 10.0 s, outside its samples'"),
+    # a stall without a figure that holds one: stored as its time, shown as not measured
+    ("stall-not-measured-with-seconds", _set("breakdown.stalls.network.seconds", 0.05),
+     "stall network is not_measured, but its seconds is 0.05; a stall without a figure has none"),
+    # said as a missing phase ("is not a timed phase of this run")
+    ("phase-mean-nan", _set("phases.0.iteration_s.mean", float("nan")),
+     "stall compute is measured, but its run R0 has no mean time (iteration_s.mean nan)"),
     ("breakdown-epoch-text-inf", _set("breakdown.epoch_s", "inf"), "epoch_s"),
     ("breakdown-per-epoch-negative", _set("breakdown.iterations_per_epoch", -2), "iterations_per_epoch"),
     ("breakdown-warnings-text", _set("breakdown.warnings", "one warning"), "warnings"),
@@ -74,7 +87,7 @@ REFUSED = [
     ("stall-epoch-without-iterations", _set("breakdown.stalls.compute.epoch_s", 9.0),
      "stall compute's epoch_s is 9.0, but breakdown.iterations_per_epoch is None"),
     ("stall-epoch-without-seconds", _set("breakdown.stalls.network.epoch_s", 4.0),
-     "stall network's epoch_s is 4.0, but its seconds are None"),
+     "stall network is not_measured, but its epoch_s is 4.0; a stall without a figure has none"),
     # an epoch's interval other than the iteration's (or a stall's) times the iterations of an epoch
     ("breakdown-epoch-interval-without-iterations", _set("breakdown.epoch_ci95_s", 5.0),
      "breakdown.epoch_ci95_s is 5.0, but breakdown.iterations_per_epoch is None"),
