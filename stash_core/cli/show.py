@@ -32,9 +32,8 @@ PARTIAL_MARK = "*"
 def show_run(db_path: Path | str, run_id: str) -> str:
     """What `stash show RUN_ID` prints; `run_id` may be any unique part of a run id (the short suffix the
     pages show included). UsageError when no run or several runs match."""
-    run = run_record(db_path, run_id)
+    run, probe = _stored(db_path, run_id)
     if run is None:
-        probe = _probe_set(db_path, run_id)
         return f"probe set {probe['probe_id']}\n{format_probe(probe)}"
     return format_stored_run(run, db_path)
 
@@ -44,21 +43,35 @@ def show_json(db_path: Path | str, run_id: str) -> str:
     phases included), "breakdown": its breakdown as a result file holds it (per stall: seconds, ci95_s, share,
     epoch_s, epoch_ci95_s, status, note, raw_s; warnings, communication), null for a run without an iteration
     time (one that failed)}; times as ISO 8601 text, unknown figures null."""
-    run = run_record(db_path, run_id)
+    run, probe = _stored(db_path, run_id)
     if run is None:
-        return _json_text({"probe": probe_json(_probe_set(db_path, run_id))})
+        return _json_text({"probe": probe_json(probe)})
     breakdown = breakdown_from_stored(run)  # None for a run without an iteration time (one that failed)
     fields = {key: value for key, value in run.items() if key not in (breakdown or {}) and key != "stalls"}
     return _json_text({"run": fields, "breakdown": breakdown})
 
 
-def _probe_set(db_path: Path | str, given_id: str) -> dict:
-    """The probe set `given_id` names where it names no run (`stash probe` prints its id as a run's is
-    printed); UsageError when it names neither."""
-    probe = probe_set_record(db_path, given_id)
-    if probe is None:
+def _stored(db_path: Path | str, given_id: str) -> tuple[dict | None, dict | None]:
+    """(the run, None) or (None, the probe set) that `given_id` is, or is a unique part of (`stash probe`
+    prints its id as a run's is printed); UsageError when it names neither, or is a part of both."""
+    from stash_core.errors import UsageError
+
+    run = run_record(db_path, given_id)
+    if run is not None and run["run_id"] == given_id:
+        return run, None
+    try:
+        probe = probe_set_record(db_path, given_id)
+        probes = None if probe is None else f"probe set {probe['probe_id']}"
+    except UsageError:  # a part of several probe sets
+        if run is None:
+            raise
+        probe, probes = None, "several probe sets"
+    if run is None and probe is None:
         raise no_run_error(given_id, db_path)
-    return probe
+    if run is not None and probes is not None and (probe is None or probe["probe_id"] != given_id):
+        raise UsageError(f"id {given_id!r} is a part of run {run['run_id']} and of {probes}; give more "
+                         "characters")  # fmt: skip
+    return (None, probe) if run is None or probe is not None else (run, None)
 
 
 def runs_json(db_path: Path | str, limit: int | None = None) -> str:

@@ -221,6 +221,15 @@ def test_show_of_a_probe_sets_id_prints_the_probe_set(tmp_path, capsys) -> None:
     assert "iteration" in capsys.readouterr().out
     assert main(["show", "zzz", "--db", str(db)]) == 2
     assert capsys.readouterr().err.strip() == f"stash: no run 'zzz' in {db}"
+    # a part of both ids (each has "20261"): it was taken as the run's, unsaid; a probe set's whole id is its
+    for form in ([], ["--format", "json"]):
+        assert main(["show", "20261", "--db", str(db), *form]) == 2
+        assert capsys.readouterr().err.strip() == (
+            "stash: id '20261' is a part of run 20261122T110600Z-2904421d and of probe set "
+            "probe-20261204T215346Z-aabc5d8e; give more characters"
+        )
+    assert main(["show", probe["probe_id"], "--db", str(db)]) == 0
+    assert capsys.readouterr().out.startswith("probe set ")
 
 
 def test_show_json_gives_a_scripts_input_pipeline_as_its_result_file_does(tmp_path, capsys) -> None:
