@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from stash_core.analysis.coherence import DIFFERENT_WORK, IMPOSSIBLE
 from stash_core.analysis.epochs import per_epoch
 from stash_core.analysis.pipeline import PIPELINE_WARNING, input_pipeline
 from stash_core.analysis.stalls import (
@@ -57,6 +58,10 @@ def breakdown_from_stored(run: dict) -> dict | None:
     stored = next((row for row in run.get("stalls") or [] if row.get("stall") == REMAINDER), None)
     if stored is not None and breakdown["unattributed_ci95_s"] is None:
         breakdown["unattributed_ci95_s"] = stored.get("ci95_s")
+    for warning in breakdown["warnings"]:  # the file's flag, from the warning it came with (not stored)
+        if str(warning).startswith((IMPOSSIBLE, DIFFERENT_WORK)):
+            breakdown["impossible"] = str(warning).startswith(IMPOSSIBLE)
+            break
     pipeline = _input_pipeline(run, breakdown["warnings"])
     if pipeline is not None:
         breakdown["input_pipeline"] = pipeline

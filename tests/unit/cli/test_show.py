@@ -253,3 +253,21 @@ def test_show_json_gives_a_scripts_input_pipeline_as_its_result_file_does(tmp_pa
     store.ingest_result(db, other)  # a run whose profile gave no such figure gets none
     assert main(["show", other["run_id"], "--db", str(db), "--format", "json"]) == 0
     assert "input_pipeline" not in json.loads(capsys.readouterr().out)["breakdown"]
+
+
+def test_show_json_says_whether_the_breakdown_is_impossible_as_its_result_file_does(tmp_path, capsys) -> None:
+    """The result file's `impossible` (beside its warning) was left out of the JSON's breakdown."""
+    import json
+
+    from stash_core.analysis.coherence import DIFFERENT_WORK, IMPOSSIBLE
+
+    db = tmp_path / "r.duckdb"
+    for number, warning, impossible in ((1, IMPOSSIBLE, True), (2, DIFFERENT_WORK, False), (3, None, None)):
+        doc = result_doc(run_id=f"20261122T11060{number}Z-2904421d")
+        if warning is not None:
+            doc["breakdown"]["warnings"] = [f"{warning}: what. Cause: why. To do: this", "another warning"]
+            doc["breakdown"]["impossible"] = impossible
+        store.ingest_result(db, doc)
+        assert main(["show", doc["run_id"], "--db", str(db), "--format", "json"]) == 0
+        breakdown = json.loads(capsys.readouterr().out)["breakdown"]
+        assert breakdown.get("impossible", "absent") == ("absent" if impossible is None else impossible)
