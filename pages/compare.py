@@ -92,7 +92,12 @@ def bar(frame: pd.DataFrame, column: str, title: str, number_format: str, ascend
     values = data[column][data[column] > 0]
     # a CPU machine's measured 40,000 s beside GPUs' few hundred left the GPUs' bars as slivers
     wide = len(values) > 1 and values.max() > LOG_SPREAD * values.min()
-    scale = alt.Scale(type="log") if wide else alt.Undefined
+    # a log axis from below the smallest positive value: a zero (a machine of no price) would put 0 in its
+    # domain, and no bar at all was drawn; clamped, a zero is a bar of no length
+    scale = alt.Undefined
+    if wide:
+        domain = [float(values.min()) / 2, float(values.max()) * 1.5]
+        scale = alt.Scale(type="log", domain=domain, clamp=True)
     return (
         alt.Chart(data)
         .mark_bar()

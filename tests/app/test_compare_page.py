@@ -111,3 +111,19 @@ def test_times_per_epoch_keep_three_figures_in_the_chart(populated_db: Path) -> 
     specs = [json.loads(chart.proto.spec) for chart in app.get("vega_lite_chart")]
     timed = [spec for spec in specs if "Time per" in json.dumps(spec)]
     assert timed and all('",.1f"' not in json.dumps(spec) and '",.3r"' in json.dumps(spec) for spec in timed)
+
+
+def test_a_log_axis_starts_above_zero_so_a_zero_leaves_the_other_bars_drawn() -> None:
+    """Costs from $0 (a machine of no price) to dollars, on a log axis: 0 in its domain left the chart with
+    no bar at all (Vega-Lite: "Log scale domain includes zero")."""
+    import pandas as pd
+
+    from pages.compare import bar
+
+    frame = pd.DataFrame({"configuration": ["free", "a", "b"], "usd": [0.0, 0.01, 5.0],
+                          "source": ["measured", "predicted", "predicted"]})  # fmt: skip
+    scale = bar(frame, "usd", "Cost per epoch (USD)", ",.3r", True).to_dict(validate=False)["encoding"]["x"]
+    assert scale["scale"]["type"] == "log" and scale["scale"]["clamp"] is True
+    assert 0 < scale["scale"]["domain"][0] < 0.01 and scale["scale"]["domain"][1] > 5.0
+    linear = bar(frame.assign(usd=[1.0, 2.0, 3.0]), "usd", "Cost", ",.3r", True).to_dict(validate=False)
+    assert "scale" not in linear["encoding"]["x"]
