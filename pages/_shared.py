@@ -229,19 +229,19 @@ def show_table(data: Any, **options: Any) -> Any:
     edge. `labels=False, fit=False` show a frame as it is (a user's own query, its names as written, as wide
     as it asks). Other options go to st.dataframe; its return value (a selection state with on_select) is
     returned."""
-    if options.pop("wrap", False):
-        options.setdefault("row_height", WRAPPED_ROW_HEIGHT_PX)
+    wrap = options.pop("wrap", False)
     if options.pop("labels", True) and isinstance(data, pd.DataFrame):
         options["column_config"] = views.labels.labelled_config(data.columns, options.get("column_config"))
-    if (
-        options.pop("fit", True)
-        and isinstance(data, pd.DataFrame)
-        and options.get("width") in (None, "stretch")
-    ):
-        fit_to_page(data, options)
+    fits = options.pop("fit", True) and options.get("width") in (None, "stretch")
+    if fits and isinstance(data, pd.DataFrame):
+        fit_to_page(data, options)  # a row as tall as its narrowed text needs
+    if wrap:
+        options.setdefault("row_height", WRAPPED_ROW_HEIGHT_PX)
     options.setdefault("hide_index", True)
     options.setdefault("width", "stretch")
     options.setdefault("placeholder", MISSING_TEXT)
+    if "row_height" in options and isinstance(data, pd.DataFrame):  # "auto" cut the last of taller rows
+        options.setdefault("height", views.table_fit.table_height_px(len(data), options["row_height"]))
     return st.dataframe(data, **options)
 
 
@@ -262,7 +262,7 @@ def fit_to_page(data: pd.DataFrame, options: dict[str, Any], editor: bool = Fals
     if widths:
         options["column_config"] = config
     if wrap:
-        options.setdefault("row_height", WRAPPED_ROW_HEIGHT_PX)
+        options.setdefault("row_height", views.table_fit.wrapped_row_px(data[shown], widths))
 
 
 def _heading(given: Any, column: Any) -> str:

@@ -19,7 +19,12 @@ PAD_PX = 22  # a cell's padding
 MIN_TEXT_PX = 80  # a narrowed text column is never narrower, nor narrower than its heading
 NARROWEST_TEXT_PX = 50  # ... unless the table has too many text columns for that
 EDITOR_ICON_PX = 22  # an editable table's headings start with an icon
-WRAP_LINES = 3  # lines a wrapped row holds (pages/_shared.WRAPPED_ROW_HEIGHT_PX)
+WRAP_LINES = 3  # lines a wrapped row holds at least (pages/_shared.WRAPPED_ROW_HEIGHT_PX)
+MOST_WRAP_LINES = 8  # ... and at most: a longer cell is cut (its whole text is in the cell's tooltip)
+LINE_PX = 20  # a wrapped line of the grid's font
+ROW_PAD_PX = 6
+HEADER_PX = 36  # the grid's heading row
+TALL_ROWS_SHOWN = 10
 SAMPLE_ROWS = 200
 
 
@@ -60,6 +65,24 @@ def fitted_widths(
     cap = _level(list(widths.values()), budget_px)
     narrowed = {column: max(40, min(width, cap)) for column, width in widths.items()}
     return narrowed, any(text[column] > cap for column in text)
+
+
+def wrapped_row_px(frame: pd.DataFrame, widths: Mapping[Any, int]) -> int:
+    """A row height that holds the longest text cell's wrapped lines at its column's width (WRAP_LINES to
+    MOST_WRAP_LINES): three lines cut a longer note off mid-sentence."""
+    lines = WRAP_LINES
+    for column, width in widths.items():
+        if column in frame and _is_text(frame[column]):
+            room_px = max(width - PAD_PX, CHAR_PX)
+            longest = max((len(_cell_text(value)) for value in frame[column].head(SAMPLE_ROWS)), default=0)
+            lines = max(lines, math.ceil(longest * CHAR_PX * 1.15 / room_px))  # words wrap before the edge
+    return min(lines, MOST_WRAP_LINES) * LINE_PX + ROW_PAD_PX
+
+
+def table_height_px(rows: int, row_px: int) -> int:
+    """A table's height that shows up to TALL_ROWS_SHOWN rows of `row_px` whole, then scrolls: the grid's
+    "auto" height is ten rows of its own height, fewer (the last cut) of taller rows."""
+    return HEADER_PX + min(rows, TALL_ROWS_SHOWN) * row_px + 2
 
 
 def _level(widths: list[int], room: float, floors: list[int] | None = None) -> int:

@@ -5,7 +5,16 @@ from __future__ import annotations
 
 import pandas as pd
 
-from stash_core.views.table_fit import TABLE_BUDGET_PX, fitted_widths, heading_width, natural_width
+from stash_core.views.table_fit import (
+    LINE_PX,
+    MOST_WRAP_LINES,
+    TABLE_BUDGET_PX,
+    fitted_widths,
+    heading_width,
+    natural_width,
+    table_height_px,
+    wrapped_row_px,
+)
 
 SENTENCE = "not enough profiles (2 of 4 needed, each of a different model)"
 
@@ -33,3 +42,20 @@ def test_many_columns_are_all_narrowed_rather_than_any_cut_off() -> None:
     frame = pd.DataFrame({f"a_rather_long_heading_{index}_s": [1.0] for index in range(15)})
     widths, _ = fitted_widths(frame, {})
     assert len(widths) == 15 and sum(widths.values()) <= TABLE_BUDGET_PX
+
+
+def test_a_row_is_as_tall_as_its_longest_wrapped_cell_within_bounds() -> None:
+    """Three lines a row cut a longer note off mid-sentence (the stall table's "not separated" row)."""
+    short = pd.DataFrame({"note": ["ok"], "n": [1.0]})
+    assert wrapped_row_px(short, {"note": 200}) == 3 * LINE_PX + 6  # never below three lines
+    note = "iteration time minus the named stalls: disk -0.0136 s (within the noise, reported as 0) " * 2
+    tall = wrapped_row_px(pd.DataFrame({"note": [note]}), {"note": 200})
+    assert 5 * LINE_PX < tall <= MOST_WRAP_LINES * LINE_PX + 6
+    huge = wrapped_row_px(pd.DataFrame({"note": [note * 20]}), {"note": 200})
+    assert huge == MOST_WRAP_LINES * LINE_PX + 6  # beyond it the cell's tooltip holds the rest
+
+
+def test_a_table_of_tall_rows_is_tall_enough_for_ten_of_them() -> None:
+    """Streamlit's "auto" height is ten rows of its own height: six rows of 66 px showed five and a half."""
+    assert table_height_px(6, 66) >= 36 + 6 * 66
+    assert table_height_px(50, 66) == table_height_px(10, 66)
