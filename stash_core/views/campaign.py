@@ -124,6 +124,8 @@ def batch_sizes(text: str) -> tuple[int, ...]:
     for part in parts:
         value = int(part) if part.isascii() and part.isdigit() and len(part) <= 9 else None
         problem = f"must be a positive integer, got {part!r}" if value is None else BATCH_SIZE.problem(value)
+        if value is None and part.isascii() and part.isdigit():  # a positive integer, beyond the bound
+            problem = f"must be at most {int(BATCH_SIZE.high):,}, got {part[:20]}{'...' * (len(part) > 20)}"
         if problem:
             raise UsageError(f"batch size {problem}")
         sizes.append(value)

@@ -152,6 +152,10 @@ def test_batch_sizes_and_typed_instance_types() -> None:
     for bad in ("", "0", "x", "64,-1", "1.5"):
         with pytest.raises(UsageError, match="batch size"):
             view.batch_sizes(bad)
+    # a positive integer beyond the bound is said to be too large, not "not a positive integer"
+    for large, said in (("99999999999999999999", "99999999999999999999"), ("2000000", "2000000")):
+        with pytest.raises(UsageError, match=f"batch size must be at most 1,048,576, got {said}$"):
+            view.batch_sizes(large)
     assert view.instance_names(["g5.xlarge"], "p3.2xlarge, g5.xlarge,") == ("g5.xlarge", "p3.2xlarge")
     with pytest.raises(UsageError, match="is not a name"):
         view.instance_names([], "g5.xlarge\x1b[31m")
