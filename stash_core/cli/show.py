@@ -15,7 +15,7 @@ from stash_core.cli.report import format_breakdown
 from stash_core.errors import no_run_error
 from stash_core.store.catalog_seed import BUILTIN_CATALOG_CSV, builtin_catalog_rows
 from stash_core.store.partial_time import partial_note, partial_notes
-from stash_core.store.runs import probe_set_record, run_record, run_rows
+from stash_core.store.runs import other_probe_sets, probe_set_record, run_record, run_rows
 from stash_core.store.stored_breakdown import breakdown_from_stored
 from stash_core.store.summary import catalog_names, database_summary
 from stash_core.terminal import one_line
@@ -53,25 +53,23 @@ def show_json(db_path: Path | str, run_id: str) -> str:
 
 def _stored(db_path: Path | str, given_id: str) -> tuple[dict | None, dict | None]:
     """(the run, None) or (None, the probe set) that `given_id` is, or is a unique part of (`stash probe`
-    prints its id as a run's is printed); UsageError when it names neither, or is a part of both."""
+    prints its id as a run's is printed); UsageError when it names neither, or is a part of both (a run's
+    own probe sets, `<run_id>-R1`, are the run's)."""
     from stash_core.errors import UsageError
 
     run = run_record(db_path, given_id)
-    if run is not None and run["run_id"] == given_id:
-        return run, None
-    try:
+    if run is None:
         probe = probe_set_record(db_path, given_id)
-        probes = None if probe is None else f"probe set {probe['probe_id']}"
-    except UsageError:  # a part of several probe sets
-        if run is None:
-            raise
-        probe, probes = None, "several probe sets"
-    if run is None and probe is None:
-        raise no_run_error(given_id, db_path)
-    if run is not None and probes is not None and (probe is None or probe["probe_id"] != given_id):
-        raise UsageError(f"id {given_id!r} is a part of run {run['run_id']} and of {probes}; give more "
+        if probe is None:
+            raise no_run_error(given_id, db_path)
+        return None, probe
+    if run["run_id"] != given_id and (others := other_probe_sets(db_path, given_id, run["run_id"])):
+        if others == [given_id]:  # a probe set's whole id
+            return None, probe_set_record(db_path, given_id)
+        sets = f"probe set {others[0]}" if len(others) == 1 else "several probe sets"
+        raise UsageError(f"id {given_id!r} is a part of run {run['run_id']} and of {sets}; give more "
                          "characters")  # fmt: skip
-    return (None, probe) if run is None or probe is not None else (run, None)
+    return run, None
 
 
 def runs_json(db_path: Path | str, limit: int | None = None) -> str:

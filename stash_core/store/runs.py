@@ -192,6 +192,17 @@ def probe_set_record(db_path: Path | str, probe_id: str) -> dict[str, Any] | Non
     return probe_sets(rows)[0]
 
 
+def other_probe_sets(db_path: Path | str, text: str, run_id: str) -> list[str]:
+    """The probe sets whose id holds `text`, but for `run_id`'s own (`<run_id>-R1`: a part of the run's id is
+    a part of theirs), at most six."""
+    with connect(db_path, read_only=True) as con:
+        rows = con.execute(
+            "SELECT DISTINCT probe_id FROM probes WHERE contains(probe_id, ?) AND run_id IS DISTINCT FROM ? "
+            "ORDER BY 1 LIMIT 6", [text, run_id],
+        ).fetchall()  # fmt: skip
+    return [row[0] for row in rows]
+
+
 def _records(frame: pd.DataFrame) -> list[dict[str, Any]]:
     """Rows as plain Python values: None for missing, datetime for timestamps."""
     from stash_core.cells import plain_records  # pandas: only where a frame is read

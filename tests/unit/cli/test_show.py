@@ -230,6 +230,15 @@ def test_show_of_a_probe_sets_id_prints_the_probe_set(tmp_path, capsys) -> None:
         )
     assert main(["show", probe["probe_id"], "--db", str(db)]) == 0
     assert capsys.readouterr().out.startswith("probe set ")
+    # the run's own probe set (`<run_id>-R1`, as a profile of 2 workers stores it) is the run's: its suffix,
+    # a part of both ids, shows the run
+    own = {**probe, "probe_id": "20261122T110600Z-2904421d-R1", "run_id": "20261122T110600Z-2904421d",
+           "phase": "R1"}  # fmt: skip
+    assert ingest_probe(db, own) is True
+    assert main(["show", "2904421d", "--db", str(db)]) == 0
+    assert "iteration" in capsys.readouterr().out
+    assert main(["show", "2904421d-R1", "--db", str(db)]) == 0
+    assert capsys.readouterr().out.startswith("probe set 20261122T110600Z-2904421d-R1")
 
 
 def test_show_json_gives_a_scripts_input_pipeline_as_its_result_file_does(tmp_path, capsys) -> None:
