@@ -22,6 +22,7 @@ import importlib.util
 import json
 import os
 import re
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -204,7 +205,6 @@ class SkyCheck:
     def __init__(self) -> None:
         if not skypilot_installed():
             raise UsageError(INSTALL_HINT)
-        import subprocess
 
         self.version = skypilot_version()
         self.kept_on: str | None = None
@@ -225,7 +225,12 @@ class SkyCheck:
         if answer is not None:
             self.kept_on = answer["date"] or "an earlier day"
             return answer["lines"]
-        out, err = self.process.communicate(request, timeout=CHECK_TIMEOUT_S)
+        try:
+            out, err = self.process.communicate(request, timeout=CHECK_TIMEOUT_S)
+        except subprocess.TimeoutExpired:  # a SkyPilot that hangs on import or on its check
+            self.close()
+            raise UsageError(f"SkyPilot's check of the tasks gave no answer in {CHECK_TIMEOUT_S:.0f} s: "
+                             "check the SkyPilot install (`sky check`)") from None  # fmt: skip
         if self.process.returncode != 0 or not out.strip():
             raise UsageError(f"SkyPilot's check of the tasks failed: {first_line(err or out or 'no answer')}")
         lines = json.loads(out.strip().splitlines()[-1])["lines"]

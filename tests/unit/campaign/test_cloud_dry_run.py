@@ -100,6 +100,25 @@ def test_a_skypilot_that_cannot_be_loaded_is_said_with_its_reason(capsys, monkey
     )
 
 
+def test_a_skypilot_that_hangs_is_said_in_one_line_when_its_check_times_out(capsys, monkeypatch, tmp_path):
+    """A `sky` whose import never returns ended in subprocess.TimeoutExpired's traceback after 120 s."""
+    sky = tmp_path / "site" / "sky"
+    sky.mkdir(parents=True)
+    (sky / "__init__.py").write_text("import time\ntime.sleep(300)\n")
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "site"))
+    monkeypatch.setenv("STASH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(cloud_plan, "predict_steps", lambda settings: steps)
+    monkeypatch.setattr(skypilot_task, "CHECK_TIMEOUT_S", 2.0)
+    args = [*DRY_RUN, "--instances", "g5.xlarge", "--db", str(tmp_path / "c.duckdb")]
+    result = stash_here(capsys, monkeypatch, *args)
+    assert result.returncode == 2
+    assert result.stderr == (
+        "stash: SkyPilot's check of the tasks gave no answer in 2 s: check the SkyPilot install "
+        "(`sky check`)\n"
+    )
+
+
 WATCH = """
 import sys
 from stash_core.cli import main
