@@ -327,19 +327,24 @@ def profile_seconds(spec, steps: tuple[float, float] | None) -> tuple[float, str
     return total, "time cap" if capped else "step model"
 
 
+def model_ref(model: str) -> str:
+    """A campaign's model as the remote machine's checkout names it: a model file relative to the checkout's
+    root (every profile runs there), a zoo name as it is."""
+    location = model.rpartition(":")[0]
+    relative = location.endswith(".py") and not Path(location).is_absolute()
+    return str(Path(stash_core.PACKAGE_PARENT) / model) if relative else model
+
+
 def predict_steps(settings: CampaignSettings) -> Predict:
     """The step model's (iteration_s, compute_s) per instance for one configuration (decide/predict/); a
     model or instance it cannot predict has none, with the reason as a note."""
     from stash_core.decide.predict import predict_instances
 
     shape = tuple(parse_input_shape(settings.input_shape)) if settings.input_shape else None
-    root = Path(stash_core.PACKAGE_PARENT)
 
     def predict(model: str, batch_size: int, workers: int, names: list[str]):
-        location = model.rpartition(":")[0]
-        ref = str(root / model) if location.endswith(".py") and not Path(location).is_absolute() else model
         try:
-            answer = predict_instances(settings.db_path, ref, batch_size, instances=names,
+            answer = predict_instances(settings.db_path, model_ref(model), batch_size, instances=names,
                                        workers_per_instance=workers, input_shape=shape)  # fmt: skip
         except UsageError as error:
             return {}, [f"{model}: no prediction ({error}); its runs are counted at their time cap"]

@@ -64,6 +64,8 @@ def cmd_cloud(args: argparse.Namespace, models: list[str], settings: Any) -> int
     """Plan, print, and (without --dry-run) run the cloud campaign."""
     from stash_core.campaign.skypilot_task import INSTALL_HINT, SkyCheck, skypilot_installed
 
+    _check_models_build(models, settings)
+
     if args.dry_run:
         # SkyPilot's check starts first: its import runs beside the planning
         checker = SkyCheck() if skypilot_installed() else None
@@ -81,6 +83,22 @@ def cmd_cloud(args: argparse.Namespace, models: list[str], settings: Any) -> int
         print("nothing to run: every configuration is stored")
         return 0
     return run(plan, settings, args.idle_minutes)
+
+
+def _check_models_build(models: list[str], settings: Any) -> None:
+    """UsageError (one line) for a model its profiles would refuse (no such factory, one that needs arguments
+    or fails): said before anything is planned or rented, as `stash profile` says it before it starts. A zoo
+    name is checked by its name alone (building it would import torch, which a dry run does not)."""
+    files = [model for model in models if ":" in model]  # a model file's or module's factory
+    if not files:
+        return
+    from stash_core.campaign.cloud_plan import model_ref
+    from stash_core.spec_parse import parse_input_shape
+    from stash_core.zoo.build import describe_model
+
+    shape = tuple(parse_input_shape(settings.input_shape)) if settings.input_shape else None
+    for model in files:
+        describe_model(model_ref(model), settings.num_classes, shape)
 
 
 def _plan(args: argparse.Namespace, models: list[str], settings: Any) -> Any:

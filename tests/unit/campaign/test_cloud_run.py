@@ -158,6 +158,12 @@ def test_bad_input_launches_nothing_where_skypilot_is_installed(capsys, monkeypa
     for text, args in cases.items():
         _one_line_refusal(stash_here(capsys, monkeypatch, *CLOUD, *args, *db), text)
         assert sky.calls == [] and sky.clusters == {}, (text, sky.calls)
+    # a model file its profiles would refuse: an instance was rented for a profile sure to fail
+    for model, text in (("examples/models/tiny_cnn.py:build", "no factory named 'build'"),
+                        ("os.path:join", "model factory os.path:join needs an argument a")):  # fmt: skip
+        args = ["campaign", "--cloud", "--models", model, "--batch-sizes", "8", "--instances", "g4dn.xlarge"]
+        _one_line_refusal(stash_here(capsys, monkeypatch, *args, *db), text)
+        assert sky.calls == [] and sky.clusters == {}, (model, sky.calls)
     assert next(sky.counter) == 0  # not one request made of SkyPilot
 
 
