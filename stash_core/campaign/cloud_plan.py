@@ -373,7 +373,7 @@ def check_budget(plan: CloudPlan, budget_usd: float | None) -> None:
     if budget_usd is None or plan.cost_usd <= budget_usd:
         return
     cost = cents_up(plan.cost_usd)
-    said = f"the plan costs up to ${cost:.2f} at catalog prices, above --budget-usd {budget_usd:g}"
+    said = f"the plan costs up to ${cost:.2f} at catalog prices, above --budget-usd {budget_usd:.15g}"
     # the least any plan of these instance types costs: one profile on one of them, its start-up included
     least = min(
         ((item.overhead_s + min(estimate.seconds for estimate in item.todo)) / 3600.0 * item.offer.usd_per_h,

@@ -129,9 +129,10 @@ def print_plan(plan: Any, budget_usd: float | None, iterations: str | int | None
         print(
             f"  {offer.name:<14} {offer.provider} {offer.region:<12} {price}  {len(item.todo)} to run, "
             f"{len(item.stored)} stored  {_minutes(item.profiles_s)} profiling ({basis}) + "
-            f"{_minutes(item.overhead_s)} start-up = {_minutes(item.seconds)}  ${item.cost_usd:.2f}"
+            f"{_minutes(item.overhead_s)} start-up = {_minutes(item.seconds)}  "
+            f"${cp.cents_up(item.cost_usd):.2f}"  # in cents up, as the total and the budget check
         )
-    budget = f"; budget ${budget_usd:g}" if budget_usd is not None else ""
+    budget = f"; budget ${budget_usd:.15g}" if budget_usd is not None else ""  # as typed, never 1.2e+06
     dates = ", ".join(plan.price_dates)
     print(
         f"total: {_minutes(plan.machine_s)} of machine time, ${cp.cents_up(plan.cost_usd):.2f} at catalog "

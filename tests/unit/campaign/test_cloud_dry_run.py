@@ -189,3 +189,17 @@ def test_the_total_printed_is_a_budget_the_plan_meets(tmp_path, capsys, monkeypa
     assert cloud_plan.cents_up(float(total)) == float(total)
     again = stash_here(capsys, monkeypatch, *plan, "--budget-usd", total)
     assert again.returncode == 0, again.stderr
+
+
+def test_a_types_cost_is_in_cents_up_as_the_total_and_the_budget_as_typed(tmp_path, capsys, monkeypatch):
+    """One type's line said $0.28 and the total $0.29 (the line to the nearest cent), so --budget-usd 0.28,
+    the only figure shown per type, was refused; a budget of 1234567 was printed as $1.23457e+06."""
+    import re
+
+    plan = ["campaign", "--cloud", "--dry-run", "--instances", "p3.2xlarge", "--spot", "--models", "resnet50",
+            "--batch-sizes", "64", "--budget-usd", "1234567", "--db", str(tmp_path / "c.duckdb")]  # fmt: skip
+    done = stash_here(capsys, monkeypatch, *plan)
+    assert done.returncode == 0, done.stderr
+    line = re.search(r"^  p3\.2xlarge .* \$([0-9.]+)$", done.stdout, re.M).group(1)
+    total = re.search(r"^total: .* \$([0-9.]+) at catalog prices", done.stdout, re.M).group(1)
+    assert line == total and "; budget $1234567\n" in done.stdout, done.stdout
