@@ -67,9 +67,9 @@ def spread_cause(records: list[dict]) -> str:
     subject = f"{record['name']}'s launches"
     if record.get("paired_blocks"):  # R0 and R1 timed in alternating blocks of one launch (engine/paired.py)
         subject = f"the paired launches of R0 and R1 ({record['name']}'s blocks in them)"
-    return (
-        f"{subject} disagree more than their iterations do ({finding}), and not from other load ({load_text})"
-    )
+    # other load rules itself out only where it was measured (it is not on an emulated cluster's nodes)
+    load = f", and not from other load ({load_text})" if loads else f"; {load_text}"
+    return f"{subject} disagree more than their iterations do ({finding}){load}"
 
 
 def _apart(record: dict) -> float:
