@@ -260,9 +260,11 @@ def format_shaping(shaping: dict, netem: bool | None = True) -> str:
     rate = shaping.get("rate_bps")
     rate_text = "unlimited" if not rate else (f"{rate / 1e9:g}gbit" if rate >= 1e9 else f"{rate / 1e6:g}mbit")
     delay_us, loss_pct = shaping.get("latency_us", 0) or 0, shaping.get("loss_pct", 0) or 0
-    if netem is False:
-        asked = f" (delay {delay_us}us, loss {loss_pct:g}% asked, not emulated: no netem)"
-        return f"rate {rate_text}" + (asked if delay_us or loss_pct else "")
+    if netem is False:  # only what was asked of netem is said: a zero delay or loss needs none
+        wanted = [f"delay {delay_us}us"] if delay_us else []
+        wanted += [f"loss {loss_pct:g}%"] if loss_pct else []
+        asked = f" ({', '.join(wanted)} asked, not emulated: no netem)" if wanted else ""
+        return f"rate {rate_text}{asked}"
     return f"rate {rate_text}, delay {delay_us}us, loss {loss_pct:g}%"
 
 

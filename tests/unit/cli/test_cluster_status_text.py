@@ -27,6 +27,9 @@ def test_without_netem_the_delay_is_said_as_not_emulated() -> None:
     assert "rate 1gbit (delay 1000us, loss 0.5% asked, not emulated: no netem)" in text
     assert ", delay 1000us" not in text and "no netem qdisc" in text
     assert format_shaping({"rate_bps": 2e8, "latency_us": 0, "loss_pct": 0}, netem=False) == "rate 200mbit"
+    # a zero loss needs no netem: only the delay asked is said ("loss 0% asked, not emulated")
+    delay_only = format_shaping({"rate_bps": 2e8, "latency_us": 5000, "loss_pct": 0}, netem=False)
+    assert delay_only == "rate 200mbit (delay 5000us asked, not emulated: no netem)"
 
 
 def test_cluster_set_without_netem_says_the_delay_is_not_emulated(monkeypatch, capsys) -> None:
