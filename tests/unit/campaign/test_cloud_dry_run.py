@@ -81,18 +81,24 @@ def test_a_budget_refusal_stops_the_check_unused(capsys, monkeypatch, tmp_path, 
     assert "# SkyPilot task" not in result.stdout and not fake_skypilot.exists()
 
 
-def test_a_skypilot_that_cannot_be_loaded_is_said_with_its_reason(capsys, monkeypatch, tmp_path):
-    """SkyPilot installed but broken (its install replaces click, protobuf and others): the dry run's check
-    says why in one line, as a launch does, not the first line of a traceback."""
+def _dry_run_with_sky(capsys, monkeypatch, tmp_path, sky_init: str):
+    """The dry run of one instance type with a `sky` package whose __init__.py is `sky_init`."""
     sky = tmp_path / "site" / "sky"
     sky.mkdir(parents=True)
-    (sky / "__init__.py").write_text('raise ImportError("broken sky install: missing dependency foo")\n')
+    (sky / "__init__.py").write_text(sky_init)
     monkeypatch.syspath_prepend(str(tmp_path / "site"))
     monkeypatch.setenv("PYTHONPATH", str(tmp_path / "site"))
     monkeypatch.setenv("STASH_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(cloud_plan, "predict_steps", lambda settings: steps)
     args = [*DRY_RUN, "--instances", "g5.xlarge", "--db", str(tmp_path / "c.duckdb")]
-    result = stash_here(capsys, monkeypatch, *args)
+    return stash_here(capsys, monkeypatch, *args)
+
+
+def test_a_skypilot_that_cannot_be_loaded_is_said_with_its_reason(capsys, monkeypatch, tmp_path):
+    """SkyPilot installed but broken (its install replaces click, protobuf and others): the dry run's check
+    says why in one line, as a launch does, not the first line of a traceback."""
+    broken = 'raise ImportError("broken sky install: missing dependency foo")\n'
+    result = _dry_run_with_sky(capsys, monkeypatch, tmp_path, broken)
     assert result.returncode == 2
     assert result.stderr == (
         "stash: SkyPilot's check of the tasks failed: SkyPilot could not be loaded: broken sky install: "
@@ -102,16 +108,8 @@ def test_a_skypilot_that_cannot_be_loaded_is_said_with_its_reason(capsys, monkey
 
 def test_a_skypilot_that_hangs_is_said_in_one_line_when_its_check_times_out(capsys, monkeypatch, tmp_path):
     """A `sky` whose import never returns ended in subprocess.TimeoutExpired's traceback after 120 s."""
-    sky = tmp_path / "site" / "sky"
-    sky.mkdir(parents=True)
-    (sky / "__init__.py").write_text("import time\ntime.sleep(300)\n")
-    monkeypatch.syspath_prepend(str(tmp_path / "site"))
-    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "site"))
-    monkeypatch.setenv("STASH_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setattr(cloud_plan, "predict_steps", lambda settings: steps)
     monkeypatch.setattr(skypilot_task, "CHECK_TIMEOUT_S", 2.0)
-    args = [*DRY_RUN, "--instances", "g5.xlarge", "--db", str(tmp_path / "c.duckdb")]
-    result = stash_here(capsys, monkeypatch, *args)
+    result = _dry_run_with_sky(capsys, monkeypatch, tmp_path, "import time\ntime.sleep(300)\n")
     assert result.returncode == 2
     assert result.stderr == (
         "stash: SkyPilot's check of the tasks gave no answer in 2 s: check the SkyPilot install "
