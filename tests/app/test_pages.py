@@ -103,6 +103,9 @@ def test_overview_counts_what_the_database_holds(populated_db: Path) -> None:
     assert metrics["Completed"] == "4"
     assert metrics["Models"] == "2"
     assert metrics["Instances"] == "2"
+    # the last run's age ("13 days ago") gets two columns' width: one cut it to "13 days a…" at 1400 px
+    weights = [column.proto.weight for column in app.columns[:5]]
+    assert weights[4] == 2 * weights[0] and metrics["Last run"].endswith(" ago")
 
 
 def test_empty_database_offers_the_examples_and_imports_them(empty_db: Path) -> None:
