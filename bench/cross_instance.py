@@ -2,7 +2,7 @@
 
 Over stash_core/decide/predict/published_throughputs.csv (every row with its source, revision and table) and
 the PyTorch rows of the later sets pooled with them (published.load_pool: published_single_gpu_holdout.csv and
-the five fresh sets, docs/single-gpu-holdout.md and docs/single-gpu-fresh.md to -fresh5.md): leave one source
+the seven fresh sets, docs/single-gpu-holdout.md and docs/single-gpu-fresh.md to -fresh7.md): leave one source
 (software stack) out and leave one GPU die out for the step model alone ("roofline"); a figure scaled from
 another GPU's figure of the same work by the step model's ratio ("scaled", within one stack and across); and
 by the matrix peaks alone ("script"). Errors by source, GPU, model, precision and batch regime; the stated
