@@ -94,8 +94,7 @@ def recommend(
         request=answer.request, options=answer.options, explanations=answer.explanations,
         best=None if answer.best is None else plain_row(answer.best),  # None, never NaN, for an unknown
         infeasible_reason=answer.infeasible_reason, excluded=answer.excluded,
-        label_warnings=answer.label_warnings, warnings=answer.warnings, answer=answer,
-        profiles_set_aside=answer.profiles_set_aside,
+        label_warnings=answer.label_warnings, answer=answer, profiles_set_aside=answer.profiles_set_aside,
     )  # fmt: skip
 
 

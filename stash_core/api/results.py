@@ -162,7 +162,6 @@ class Recommendation:
     infeasible_reason: str | None = None
     excluded: list[str] = field(default_factory=list)
     label_warnings: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)  # label_warnings, then old or undated prices
     answer: Any = field(default=None, repr=False, compare=False)  # decide.recommend's Recommendation
     profiles_set_aside: list[str] = field(default_factory=list)  # the job's stored profiles not used, and why
 
@@ -173,6 +172,11 @@ class Recommendation:
     def ranked(self) -> pd.DataFrame:
         """The configurations that meet every constraint, cheapest first."""
         return self.answer.ranked
+
+    @property
+    def warnings(self) -> list[str]:
+        """label_warnings, then old or undated prices (what the JSON's "warnings" holds)."""
+        return self.answer.warnings if self.answer is not None else list(self.label_warnings)
 
     def to_frame(self) -> pd.DataFrame:
         """Every configuration evaluated, one row each (`feasible`, `rank`, `pareto` say how it placed; each

@@ -65,7 +65,7 @@ def simulate_schedule(
         uplink_factor: without a link model, the network stall multiplier across switches.
         node_gbps: node uplink bandwidth, Gbit/s: links shared max-min fairly (default: no link model), with
             `uplink_gbps` or `oversubscription` for the switches' uplinks; `reference_gbps` the bandwidth a
-            trace's slowdowns hold for (default 1; the link model's, so with `node_gbps` only).
+            trace's slowdowns hold for (default 10; the link model's, so with `node_gbps` only).
         out: the folder of the result file (default: results/ next to the database); jobs_csv: also each
             job's outcome per policy, as CSV;
             no_store: write the file only, not the database.

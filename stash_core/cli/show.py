@@ -12,7 +12,7 @@ from pathlib import Path
 from stash_core.analysis.core_sharing import core_sharing_note
 from stash_core.cli.probe_text import format_communication, format_probe, probe_json
 from stash_core.cli.report import format_breakdown
-from stash_core.errors import no_run_error
+from stash_core.errors import UsageError, no_run_error
 from stash_core.store.catalog_seed import BUILTIN_CATALOG_CSV, builtin_catalog_rows
 from stash_core.store.partial_time import partial_note, partial_notes
 from stash_core.store.runs import other_probe_sets, probe_set_record, run_record, run_rows
@@ -55,8 +55,6 @@ def _stored(db_path: Path | str, given_id: str) -> tuple[dict | None, dict | Non
     """(the run, None) or (None, the probe set) that `given_id` is, or is a unique part of (`stash probe`
     prints its id as a run's is printed); UsageError when it names neither, or is a part of both (a run's
     own probe sets, `<run_id>-R1`, are the run's)."""
-    from stash_core.errors import UsageError
-
     run = run_record(db_path, given_id)
     if run is None:
         probe = probe_set_record(db_path, given_id)

@@ -125,10 +125,9 @@ def read_loss_csv(path: Path) -> LossCurves:
     except csv.Error as exc:
         raise UsageError(f"loss curves {path} is not a readable CSV: {exc}") from None
     refuse_repeated_columns(reader.fieldnames, f"loss curves {path}", fold_case=True)
-    rows = [row for _, row in numbered]
-    if not rows:
+    if not numbered:
         raise UsageError(f"loss curves {path}: no rows (a header with iteration, loss, batch_size, workers)")
-    header = {name.strip().lower(): name for name in rows[0] if name is not None}
+    header = {name.strip().lower(): name for name in reader.fieldnames}
     found = {}
     for key, names in _COLUMNS.items():
         matches = [header[name] for name in names if name in header]
