@@ -240,6 +240,7 @@ def _cluster_set(args, state_dir: Path | None, name: str | None) -> int:
         )
     indices = list(dict.fromkeys(indices))  # --node 1,1 changes node 1 once
     down = True if args.down else False if args.up else None
+    warnings: dict[str, None] = {}  # each said once: nodes given the same shaping share one warning
     for index in indices:
         current = next((node for node in nodes if node["index"] == index), None)
         keep_down = bool(current and not current.get("link_up")) if down is None else down
@@ -250,7 +251,9 @@ def _cluster_set(args, state_dir: Path | None, name: str | None) -> int:
         shown = format_shaping(shaping, status.get("netem"))
         print(f"node {index}: {shown}{'  LINK DOWN' if shaping['down'] else ''}")
         if shaping.get("warning"):
-            print(f"warning: {shaping['warning']}", file=sys.stderr)
+            warnings[shaping["warning"]] = None
+    for warning in warnings:
+        print(f"warning: {warning}", file=sys.stderr)
     return 0
 
 

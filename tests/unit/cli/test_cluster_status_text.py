@@ -114,3 +114,18 @@ def test_a_node_whose_namespace_is_gone_is_not_shown_as_running() -> None:
     gone["nodes"][0]["sshd_alive"] = False
     assert format_cluster_status(gone).splitlines()[1].endswith("namespace gone")
     assert "namespace gone" not in format_cluster_status(status(netem=True))
+
+
+def test_cluster_set_of_several_nodes_without_netem_warns_once(monkeypatch, capsys) -> None:
+    """--node 0,1 printed the same no-netem warning once per node."""
+    from stash_core.cli.main import main
+    from stash_core.launch import cluster
+
+    two = status(netem=False)
+    two["nodes"] = [two["nodes"][0], {**two["nodes"][0], "index": 1, "namespace": "stash-n1"}]
+    monkeypatch.setattr(cluster, "cluster_status", lambda state_dir=None, name=None: two)
+    monkeypatch.setattr(cluster, "set_link", lambda index, **kw: {**SHAPED, "warning": "no netem qdisc"})
+    assert main(["cluster", "set", "--node", "0,1", "--latency", "1ms"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.count("node ") == 2
+    assert captured.err.count("warning: no netem qdisc") == 1
