@@ -124,3 +124,7 @@ def write_csv(path, header: list[str], rows: list[list]) -> None:
         writer = csv.writer(handle)
         writer.writerow(header)
         writer.writerows(rows)
+
+
+if __name__ == "__main__":  # a helper module: what it is, where it is run from
+    raise SystemExit("bench/bench_args.py holds the arguments the benchmarks share; run one of bench/*.py")

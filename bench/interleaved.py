@@ -51,3 +51,8 @@ def print_comparison(plain_name: str, timed_name: str, plain_s: list[float], tim
     )
     median = statistics.median(ratios)  # robust to a block another process slowed down
     print(f"{'median ratio':<{width}}{median:.4f}  ({(median - 1) * 100:+.2f}%)")
+
+
+if __name__ == "__main__":  # a helper module: what it is, where it is run from
+    raise SystemExit("bench/interleaved.py is a helper the benchmarks import (bench/overhead.py and others); "
+                     "run one of those")

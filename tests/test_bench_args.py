@@ -192,3 +192,11 @@ def test_a_bench_whose_reader_goes_away_ends_without_a_traceback() -> None:
         stderr = proc.stderr.read().decode()
         proc.wait(timeout=120)
     assert "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr
+
+
+@pytest.mark.parametrize("helper", ["interleaved.py", "bench_args.py"])
+def test_a_helper_module_run_as_a_benchmark_says_what_it_is(bench_python, helper: str) -> None:
+    """Run directly (`--help` included) they printed nothing and exited 0, as if a benchmark had run."""
+    done = bench_python.run(REPO / "bench" / helper, "--help", cwd=REPO)
+    assert done.returncode == 1 and "run one of" in done.stderr, done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and done.stdout == ""
