@@ -136,6 +136,17 @@ def score(db: str, by_batch_size: bool = False) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def no_scores_reason(db: str) -> str:
+    """Why nothing could be scored: no communication stall stored, or too few models to leave one out."""
+    summary = fit_stall_models(db).summary()
+    if summary.empty:
+        return f"no measured interconnect or network stalls in {db}: run with --run first"
+    shortfalls = sorted(set(summary["shortfall"].dropna()))
+    said = f" ({shortfalls[0]})" if shortfalls else ""
+    return (f"the stalls stored in {db} are too few to predict one model without it{said}: "
+            "--run adds a campaign of more models")
+
+
 def per_model(db: str, by_batch_size: bool = False) -> pd.DataFrame:
     report = fit_stall_models(db, by_batch_size=by_batch_size)
     residuals = report.residuals()
@@ -182,7 +193,7 @@ def main() -> int:
     scope = run_campaign_for_bench(args) if args.run else f"campaign stored in {args.db}"
     table = score(args.db, args.by_batch_size)
     if table.empty:
-        print(f"no measured interconnect or network stalls in {args.db}: run with --run first")
+        print(no_scores_reason(args.db), file=sys.stderr)
         return 1
     pd.set_option("display.width", 200)
     pd.set_option("display.max_colwidth", 60)

@@ -200,3 +200,14 @@ def test_a_helper_module_run_as_a_benchmark_says_what_it_is(bench_python, helper
     done = bench_python.run(REPO / "bench" / helper, "--help", cwd=REPO)
     assert done.returncode == 1 and "run one of" in done.stderr, done.stderr
     assert len(done.stderr.strip().splitlines()) == 1 and done.stdout == ""
+
+
+def test_prediction_says_the_stored_stalls_are_too_few_to_leave_one_model_out(bench_python, tmp_path) -> None:
+    """Two models' interconnect stalls were said to be none ("run with --run first")."""
+    from stash_core.store.ingest import ingest_files
+
+    db = tmp_path / "two.duckdb"
+    ingest_files(db, sorted((REPO / "examples" / "results").glob("*.json")))
+    done = bench_python.run(REPO / "bench" / "prediction.py", "--db", str(db), cwd=REPO)
+    assert done.returncode == 1 and "too few to predict one model without it" in done.stderr, done.stderr
+    assert "no measured" not in done.stderr and done.stdout == ""
