@@ -116,6 +116,11 @@ def _failed(error: Exception, json_errors: bool = False) -> int:
         # DuckDB could not write (a full disk at commit or checkpoint): its transaction left the file as it
         # was; the machine's problem, so exit 1 with one line.
         line, status = f"the database could not be written: {one_line(error)}", 1
+    elif is_database_corruption(error):  # a damaged block read after the open-time checks passed
+        line, status = (
+            f"the database is corrupt ({one_line(error)}): restore it from a copy, or store the result files "
+            "again into a new one (stash ingest results/*.json --db NEW.duckdb)"
+        ), 2
     else:
         raise error  # a bug: its traceback
     if json_errors:  # first: a script reading stdout gets it even where nobody reads stderr
@@ -215,6 +220,12 @@ def is_database_io_error(error: BaseException) -> bool:
     return kind.__module__.lstrip("_").startswith("duckdb") and kind.__name__ in (
         "IOException", "TransactionException", "FatalException", "OutOfMemoryException"
     )  # fmt: skip
+
+
+def is_database_corruption(error: BaseException) -> bool:
+    """DuckDB's error for a block whose checksum does not match (damage the open did not read)."""
+    kind = type(error)
+    return kind.__module__.lstrip("_").startswith("duckdb") and "Corrupt database file" in str(error)
 
 
 def refuse_undecodable(argv: list[str]) -> None:

@@ -99,7 +99,8 @@ def check_replaceable(path: Path, flag: str) -> tuple[str, str] | None:
             f"{flag} {path} holds a file that is not a Stash result file; writing there would replace it: "
             "choose another path"
         )
-    if path.name == f"{doc['run_id']}.json":  # a run's own file, named after it: another run would lie there
+    # a run's own file, named after it (also through a link): another run would lie there
+    if path.resolve().name == f"{doc['run_id']}.json":
         raise UsageError(f"{flag} {path} is the result file of run {doc['run_id']}: choose another path")
     doc_id = doc.get("probe_id") if doc["kind"] == PROBE_KIND else doc["run_id"]
     return (doc["kind"], str(doc_id)) if doc_id else None

@@ -94,3 +94,16 @@ def test_a_command_asked_for_json_and_stopped_says_why_on_stdout(monkeypatch):
         assert err.getvalue() == f"stash: {words}\n"
         assert run_command(stopped) == status  # not asked for JSON: nothing on stdout
         assert out.getvalue().count("\n") == 1
+
+
+def test_a_corrupt_block_read_after_the_open_is_one_line_not_a_traceback(capsys):
+    """Damage the open-time checks do not read (a block in the file's middle) raised DuckDB's Error."""
+    import duckdb
+
+    def reads_a_damaged_block() -> int:
+        raise duckdb.Error("Corrupt database file: computed checksum 1 does not match stored checksum 2")
+
+    assert run_command(reads_a_damaged_block) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("stash: the database is corrupt (Corrupt database file: computed checksum 1")
+    assert err.count("\n") == 1 and "stash ingest results/*.json --db NEW.duckdb" in err

@@ -386,6 +386,10 @@ def test_an_output_may_replace_a_result_file_but_not_one_named_after_its_run(tmp
     theirs.write_text(mine.read_text())
     with pytest.raises(UsageError, match="is the result file of run 20261130T010000Z-aaaa0001"):
         resultfile.check_replaceable(theirs, "--out")
+    link = tmp_path / "link.json"  # a link to that file was taken as a file of the user's naming
+    link.symlink_to(theirs)
+    with pytest.raises(UsageError, match="is the result file of run 20261130T010000Z-aaaa0001"):
+        resultfile.check_replaceable(link, "--out")
 
 
 def test_a_byte_order_mark_is_no_content(tmp_path: Path) -> None:
