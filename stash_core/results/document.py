@@ -7,11 +7,13 @@ the same, and a real profile's file to them. check_ranges holds its figures to w
 
 from __future__ import annotations
 
+import math
 from typing import Any, TypedDict
 
 from stash_core.analysis.stalls import CHAIN, PHASE_OF_STALL, STALL_OF_PHASE, WITH_FIGURE
 from stash_core.errors import UsageError
 from stash_core.results.values import check_not_a_path
+from stash_core.units import STALLS
 
 
 class IterationStats(TypedDict):
@@ -151,6 +153,13 @@ def check_ranges(doc: dict[str, Any]) -> None:
                 "'negative'"
             )
     spec = doc["spec"]
+    _check_number_fields(doc)
+    stalls = spec.get("stalls")
+    for stall in stalls if isinstance(stalls, list) else ():
+        if stall not in STALLS:  # the runs a profile makes follow from these names
+            raise UsageError(
+                f"result file: spec.stalls holds {stall!r:.40}; expected some of {', '.join(STALLS)}"
+            )
     for key in ("batch_size", "threads_per_worker", "image_px"):
         _at_least(f"spec.{key}", spec.get(key), 1)
     limit = spec.get("max_phase_s")
@@ -178,6 +187,30 @@ def check_ranges(doc: dict[str, Any]) -> None:
                 f"result file: phase {name} resident_fraction_start is {fraction!r}; expected 0 to 1"
             )
     _check_consistent(doc, breakdown)  # after the ranges: a negative time is said as such
+
+
+# A run's figures the store keeps inside its spec and machine (the columns' own are checked as they are
+# stored: store/ingest_values.py), read as numbers (what-if divides the memory): a number or null (NaN:
+# unknown, as in the columns), never text, a list or an infinity; none below zero but the seed.
+_NUMBER_FIELDS = {
+    "spec": ("image_px", "threads_per_worker", "synthetic_images", "max_iterations", "max_phase_s",
+             "target_relative_ci", "num_classes", "launches", "comm_timeout_s", "script_start_timeout_s",
+             "disk_read_mbps", "seed"),
+    "fingerprint": ("memory_bytes", "cpu_cores_logical", "cpu_cores_physical", "gpu_count"),
+}  # fmt: skip
+
+
+def _check_number_fields(doc: dict[str, Any]) -> None:
+    for section, keys in _NUMBER_FIELDS.items():
+        values = doc.get(section) if isinstance(doc.get(section), dict) else {}
+        for key in keys:
+            value = values.get(key)
+            if value is None or (_number(value) and math.isnan(value)):
+                continue
+            if not _number(value) or math.isinf(value):
+                raise UsageError(f"result file: {section}.{key} must be a number, got {value!r:.40}")
+            if value < 0 and key != "seed":
+                raise UsageError(f"result file: {section}.{key} is {value!r}; expected at least 0")
 
 
 def _check_samples(name: str, phase: dict[str, Any]) -> None:

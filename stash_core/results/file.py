@@ -331,8 +331,8 @@ def _validate_phase(index: int, phase: Any, seen: set[str]) -> None:
 def _validate_breakdown(breakdown: Any) -> None:
     if not isinstance(breakdown, dict):
         raise UsageError("result file: breakdown must be an object or null")
-    stalls = breakdown.get("stalls") or {}
-    if not isinstance(stalls, dict):
+    stalls = {} if breakdown.get("stalls") is None else breakdown["stalls"]
+    if not isinstance(stalls, dict):  # an empty list too: it read as a run without stalls
         raise UsageError("result file: breakdown.stalls must be an object")
     for stall, entry in stalls.items():
         check_identifier("breakdown stall name", stall)

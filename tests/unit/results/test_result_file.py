@@ -345,6 +345,12 @@ def test_hostile_json_is_one_line_not_a_crash(tmp_path: Path, text: str, message
         ),
         (lambda doc: doc.update(started_at="0001-01-01T00:00:00"), "started_at .* representable range"),
         (lambda doc: doc.update(finished_at="2500-01-01T00:00:00+00:00"), "finished_at"),
+        # stored without a word; what-if then divided the text by 2**30 (a traceback)
+        (lambda doc: doc["fingerprint"].update(memory_bytes="x"), "fingerprint.memory_bytes must be a"),
+        (lambda doc: doc["fingerprint"].update(memory_bytes=-1), "fingerprint.memory_bytes is -1"),
+        (lambda doc: doc["spec"].update(max_phase_s=[1]), "spec.max_phase_s must be a number"),
+        (lambda doc: doc["spec"].update(stalls=["compute\x1b[31m"]), "spec.stalls holds 'compute"),
+        (lambda doc: doc.update(breakdown={"stalls": []}), "breakdown.stalls must be an object"),  # "none"
     ],
 )
 def test_values_no_store_or_screen_can_take_are_refused_naming_the_field(change: Any, message: str) -> None:
