@@ -85,6 +85,15 @@ def model_file(ref: str) -> str | None:
     return file if colon and file.endswith(".py") else None
 
 
+def absolute_model_ref(ref: str) -> str:
+    """A user's FILE.py:FACTORY with FILE.py made absolute (from this process's folder), anything else as
+    given: a worker started in another folder (a host's --workdir, an emulated node's) finds the same file."""
+    file = model_file(ref)
+    if file is None:
+        return ref
+    return f"{os.path.abspath(os.path.expanduser(file))}:{factory_of(ref)}"
+
+
 def model_file_stamp(ref: str) -> tuple[int, int] | None:
     """(modification time in ns, size in bytes) of a user model's FILE.py (FILE.py:FACTORY); None for a zoo
     name, a module path or a file that is not there. Part of an in-process cache's key: an edited file is

@@ -22,6 +22,7 @@ from stash_core.measure.probe_plan import probe_settings
 from stash_core.measure.telemetry import TelemetrySampler
 from stash_core.measure.worker_job import WorkerJob
 from stash_core.spec import ProfileSpec
+from stash_core.zoo_names import absolute_model_ref
 
 # Time allowed on top of the measurement cap for start-up (imports, process group, data loaders).
 STARTUP_ALLOWANCE_S = 180.0
@@ -151,7 +152,7 @@ def empty_telemetry() -> dict:
 def job_for(plan: PhasePlan, spec: ProfileSpec, data: DataSetup) -> WorkerJob:
     return {
         "phase": plan.name,
-        "model": spec.model,
+        "model": absolute_model_ref(spec.model),  # the file this process checked, wherever a worker starts
         "num_classes": spec.num_classes,
         "input_shape": spec.input_shape,
         "find_unused_parameters": spec.find_unused_parameters,

@@ -45,3 +45,14 @@ def test_a_job_survives_its_command_line_inline_and_compressed():
         argv = encode_worker_job(job)
         assert argv[0] == flag
         assert read_worker_job(argv) == job
+
+
+def test_a_model_file_reaches_the_workers_by_its_absolute_path(tmp_path, monkeypatch):
+    """Workers started in another folder (an emulated node's, a host's --workdir) took `m.py:make` from there:
+    a same-named file elsewhere was trained under this file's name and hash, or the run failed once begun."""
+    monkeypatch.chdir(tmp_path)
+    spec = ProfileSpec(model="models/m.py:make", batch_size=8, workers_per_node=2, device="cpu")
+    job = job_for(PhasePlan("R1", 2, 1, "synthetic"), spec, DataSetup(root=None))
+    assert job["model"] == f"{tmp_path}/models/m.py:make" and spec.model == "models/m.py:make"
+    zoo = ProfileSpec(model="resnet10", batch_size=8, workers_per_node=2, device="cpu")
+    assert job_for(PhasePlan("R1", 2, 1, "synthetic"), zoo, DataSetup(root=None))["model"] == "resnet10"
