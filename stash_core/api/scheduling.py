@@ -130,7 +130,8 @@ def simulate_schedule(
         trace=trace_label or source, trace_format=trace_format,
     )  # fmt: skip
     stored = None if no_store else db_path
-    per_job = None if jobs_csv is None else _per_job(outcomes)
+    labels = {entry["policy"]: entry["settings"]["label"] for entry in doc["policies"]}
+    per_job = None if jobs_csv is None else _per_job(outcomes, labels)
     path = save_simulation(doc, out_dir, stored, per_job, jobs_csv)
     return Schedule(simulation_id=doc["simulation_id"], result_file=path, db=stored, doc=doc, jobs=jobs,
                     source=trace_label or source, cluster=shape, fabric=fabric)  # fmt: skip
@@ -259,14 +260,16 @@ def las_limits_s(value: tuple[float, ...] | str) -> tuple[float, ...]:
     return tuple(3600.0 * limit for limit in limits)
 
 
-def _per_job(outcomes: dict) -> object:
-    """Each job's outcome under each policy (the --jobs-csv table)."""
+def _per_job(outcomes: dict, labels: dict[str, str]) -> object:
+    """Each job's outcome under each policy (the --jobs-csv table); `label` is the policy with its settings as
+    the summary names it ("delay 60 s"), to join the two on."""
     import pandas as pd
 
     return pd.DataFrame([
         {"policy": name, "job_id": o.job.job_id, "gpus": o.job.gpus, "submit_s": o.job.submit_s,
          "start_s": o.start_s, "finish_s": o.finish_s, "level": o.level, "nodes": o.nodes,
-         "preemptions": o.preemptions, "slowdown": o.job.slowdown, "slowdown_source": o.job.slowdown_source}
+         "preemptions": o.preemptions, "slowdown": o.job.slowdown, "slowdown_source": o.job.slowdown_source,
+         "label": labels[name]}
         for name, result in outcomes.items() for o in result
     ])  # fmt: skip
 

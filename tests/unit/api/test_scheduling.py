@@ -26,6 +26,8 @@ def test_every_command_option_reaches_the_simulation(tmp_path, capsys, monkeypat
     assert schedule.fabric is not None and schedule.cluster.total_gpus == 32 and len(schedule.jobs) == 40
     per_job = pd.read_csv(tmp_path / "api.csv")
     assert len(per_job) == 3 * 40 and set(per_job["policy"]) == {"fifo", "delay", "las"}
+    # the summary names a policy with its settings ("delay 100 s"): the per-job rows join it by `label`
+    assert set(per_job["label"]) == set(schedule.to_frame()["policy"]) == {"fifo", "delay 100 s", "las"}
     argv = ["--synthetic-jobs", "40", "--seed", "3", "--cluster", "1x4x8", "--policies", "fifo,delay,las",
             "--tuning", "given", "--delay-s", "100", "--checkpoint-s", "45", "--min-run-s", "300",
             "--max-preemptions", "2", "--las-limits-gpu-h", "2,20", "--starve-factor", "4", "--node-gbps", "10",
