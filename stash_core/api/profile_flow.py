@@ -256,9 +256,12 @@ MIN_FREE_BYTES = 8 * 1024 * 1024  # a result file with its samples, and its rows
 def _refuse_full_disk(folder: Path) -> None:
     """A disk too full for the result: said before minutes of measuring that could not be kept anywhere."""
     try:
-        free = shutil.disk_usage(folder).free
+        usage = shutil.disk_usage(folder)
     except OSError:
         return  # not knowable here: the write says what is wrong
+    if usage.total == 0:  # /proc, /sys: no room was ever there, and no file can be made in it
+        raise UsageError(f"{folder} is a virtual file system (no disk holds files there): choose another")
+    free = usage.free
     if free < MIN_FREE_BYTES:
         raise DiskFull(
             f"the disk holding {folder} has {free / 2**20:.1f} MiB free: a profile's result and its rows "

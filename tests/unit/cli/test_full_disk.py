@@ -142,3 +142,13 @@ def test_ingest_on_a_full_disk_says_the_disk_is_full_and_fails_as_the_machine_di
     line = one_line_error(result)
     assert "the disk holding the database is full (No space left on device)" in line
     assert "free some space and run the same command again" in line and "rollback" not in line
+
+
+def test_a_result_file_in_a_virtual_file_system_is_refused_as_such_not_as_a_full_disk(
+    tmp_path, measured_launch, monkeypatch
+):
+    """`--out /proc/x.json` said "the disk holding /proc has 0.0 MiB free"."""
+    result = profile("--db", str(tmp_path / "r.duckdb"), "--out", "/proc/x.json", tmp=tmp_path, launches=[],
+                     monkeypatch=monkeypatch)  # fmt: skip
+    assert result.returncode == 2 and "MiB free" not in result.stderr
+    assert "/proc is a virtual file system (no disk holds files there)" in one_line_error(result)
