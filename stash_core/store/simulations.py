@@ -76,6 +76,10 @@ def simulation_rows(doc: dict[str, Any], source_file: str | None = None) -> list
         given = _object(_field(entry, "metrics", where), f"{where}.metrics")
         metrics = [_metric(_field(given, name, f"{where}.metrics"), f"{where}.metrics.{name}")
                    for name in _METRICS]  # fmt: skip
+        settings = entry.get("settings")
+        if settings is not None:  # its label is the policy's name on the page and in the table
+            label = _object(settings, f"{where}.settings").get("label")
+            _text(label, f"{where}.settings.label", optional=True)
         _check_series(entry.get("jct_cdf"), f"{where}.jct_cdf", width=2)
         _check_series(entry.get("timeline"), f"{where}.timeline", width=3)
         series = (json.dumps(entry.get("jct_cdf")), json.dumps(entry.get("timeline")))

@@ -172,9 +172,12 @@ def test_a_simulation_dated_where_no_page_can_show_it_is_refused(tmp_path, creat
      (lambda d: _first(d, jct_cdf="x"), f"{P0}.jct_cdf must be a list of rows of 2"),
      (lambda d: _first(d, timeline=[[0, 1]]), f"{P0}.timeline must be a list of rows of 3"),
      (lambda d: d.update(policies={"fifo": {}}), "policies must be a list"),
-     (lambda d: d["policies"][0]["metrics"].pop("p95_jct_s"), f"missing field {M}p95_jct_s")],
+     (lambda d: d["policies"][0]["metrics"].pop("p95_jct_s"), f"missing field {M}p95_jct_s"),
+     # stored, then shown as the policy's name on the Schedule page
+     (lambda d: _first(d, settings={"label": "=fifo\u202e"}), "label holds the control character U\\+202E"),
+     (lambda d: _first(d, settings="fifo"), f"{P0}.settings must be an object, got 'fifo'")],
     ids=["path-id", "escape-id", "escape-trace", "list-tuning", "bidi-policy", "null-metrics", "text-metric",
-         "text-curve", "short-rows", "policies-object", "missing-metric"],
+         "text-curve", "short-rows", "policies-object", "missing-metric", "bidi-label", "text-settings"],
 )  # fmt: skip
 def test_a_simulation_file_is_checked_as_a_run_file_is_and_said_in_words(tmp_path, change, message):
     """'../evil' was stored as an id, an escape sequence as the trace's name and "x" as a curve (which the
