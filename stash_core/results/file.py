@@ -55,7 +55,7 @@ LAUNCH_NUMBERS = (
 )
 
 REQUIRED_KEYS = ("schema_version", "kind", "run_id", "status", "started_at", "spec", "phases")
-MAX_RESULT_BYTES = 1024 * 1024 * 1024  # a long run with dense telemetry is tens of MB
+MAX_RESULT_BYTES = 256 * 2**20  # a long run with dense telemetry is tens of MB; reading takes some 14x the size
 
 # MIGRATIONS[v] turns a document of schema_version v into one of version v + 1. Version 1 is the first
 # version, so there is nothing to migrate yet; a future version 2 adds `MIGRATIONS[1] = _v1_to_v2`.
