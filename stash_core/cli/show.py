@@ -7,6 +7,7 @@ the catalog code (which needs pandas) is imported inside _label_check, only for 
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 from stash_core.analysis.core_sharing import core_sharing_note
@@ -142,6 +143,10 @@ def format_stored_run(run: dict, db_path: Path | str | None = None) -> str:
         f"model {_field(run, 'model')}, batch {_field(run, 'batch_size', 'unknown')} per worker, {workers}, "
         f"{_field(run, 'device')} ({_field(run, 'backend')}), instance {_field(run, 'instance')}",
     ]
+    spec = run.get("spec") if isinstance(run.get("spec"), dict) else {}
+    script_args = spec.get("script_args")
+    if script_args and isinstance(script_args, list):  # part of the configuration: another is another job
+        lines.append(f"script arguments: -- {one_line(shlex.join(str(arg) for arg in script_args))}")
     label_warning = _label_check(run, db_path).warning
     if label_warning:
         lines.append(f"warning: {one_line(label_warning)}")

@@ -6,6 +6,7 @@ of torch's "Caught X in DataLoader worker process N."."""
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 from stash_core.terminal import MESSAGE_CHARS, clipped, named_message
 
@@ -27,3 +28,14 @@ def error_line(error: BaseException) -> str:
                 return f"{named} (in a data loader process)"
         return f"{clipped(lines[-1], MESSAGE_CHARS)} (in a data loader process)"
     return named_message(type(error).__name__, " ".join(lines))
+
+
+def raised_at(error: BaseException, path: Path) -> str:
+    """' at train.py line 13': the script's own last line the error passed through ('' where none did)."""
+    line = None
+    frame = error.__traceback__
+    while frame is not None:
+        if frame.tb_frame.f_code.co_filename == str(path):
+            line = frame.tb_lineno
+        frame = frame.tb_next
+    return "" if line is None else f" at {path.name} line {line}"

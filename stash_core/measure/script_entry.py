@@ -31,7 +31,7 @@ import torch.distributed as dist
 
 from stash_core import PACKAGE_PARENT, SAFE_PATH_VALUE
 from stash_core.measure import protocol
-from stash_core.measure.error_line import error_line
+from stash_core.measure.error_line import error_line, raised_at
 from stash_core.measure.script_backward import BACKWARDS_WITHOUT_STEP, no_step_in_time, no_step_message
 from stash_core.measure.script_cache import cache_state_thread, evict_each_read
 from stash_core.measure.script_groups import destroy_kept, end, groups_kept
@@ -236,7 +236,8 @@ def run_script(job: WorkerJob, clock: StepClock, rule: StopRule) -> dict:
         return script_end(clock, rule, error.code)
     except Exception as error:  # noqa: BLE001 - the script's own error, reported as one line
         print_script_traceback(error)  # the user sees where, and it lands in the stderr tail
-        raise ScriptFailed(f"the script raised {error_line(error)} {where(clock)}") from None
+        at = raised_at(error, path)
+        raise ScriptFailed(f"the script raised {error_line(error)}{at} ({where(clock)})") from None
     return script_end(clock, rule, None)
 
 

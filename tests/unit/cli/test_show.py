@@ -280,3 +280,15 @@ def test_show_json_says_whether_the_breakdown_is_impossible_as_its_result_file_d
         assert main(["show", doc["run_id"], "--db", str(db), "--format", "json"]) == 0
         breakdown = json.loads(capsys.readouterr().out)["breakdown"]
         assert breakdown.get("impossible", "absent") == ("absent" if impossible is None else impossible)
+
+
+def test_show_says_a_script_runs_arguments(tmp_path, capsys) -> None:
+    """Two runs of one script with other arguments (two configurations) showed alike: the arguments were in
+    the result file's spec only."""
+    db = tmp_path / "r.duckdb"
+    doc = result_doc(run_id="20261122T110600Z-2904421d")
+    doc["spec"]["script_args"] = ["--epochs", "400", "--name", "my run", "--x=\x1b[2J"]
+    store.ingest_result(db, doc)
+    assert main(["show", "2904421d", "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "script arguments: -- --epochs 400 --name 'my run' '--x=\\x1b[2J'" in out and "\x1b" not in out

@@ -243,9 +243,10 @@ def test_on_the_cpu_the_compiler_is_imported_only_by_a_script_that_compiles(tmp_
         ("missing", None, "cannot read the script"),
         ("does not parse", "def broken(:\n", "does not parse"),
         ("raises first", STEP + "import sys\nprint('loading config', file=sys.stderr)\nraise ValueError('no"
-         " config')\n", "raised ValueError: no config before its first optimizer step"),
+         " config')\n", "raised ValueError: no config at train.py line 11 (before its first optimizer step)"),
+        # where in the script, and Stash's count apart from the script's message (it read as its end)
         ("raises later", STEP + "for _ in range(4):\n    step()\nraise RuntimeError('boom')\n",
-         "raised RuntimeError: boom after 4 optimizer steps"),
+         "raised RuntimeError: boom at train.py line 11 (after 4 optimizer steps)"),
         ("never steps", "print('hello')\n", "ended without an optimizer step"),
         ("exits non-zero", STEP + "step()\nstep()\nraise SystemExit(3)\n", "exited with status 3"),
         # argparse says why on stderr, then exits 2: the reason ends the line (it was only in the file)
