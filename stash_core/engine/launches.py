@@ -376,7 +376,7 @@ def script_end_warning(record: dict) -> str | None:
 def epoch_boundary_warning(records: list[dict], iterations_per_epoch: int | None) -> str | None:
     """Mark each real-data run with whether one of its launches ran past an epoch's end (the loader's restart
     and reshuffle are then in its figures); a warning when a real-data run never did."""
-    missed = []
+    missed, script_ended = [], True
     for record in records:
         if record.get("data") == "synthetic" or not record.get("launches") or not iterations_per_epoch:
             continue
@@ -384,11 +384,17 @@ def epoch_boundary_warning(records: list[dict], iterations_per_epoch: int | None
         record["epoch_boundary_crossed"] = longest > iterations_per_epoch
         if not record["epoch_boundary_crossed"]:
             missed.append((record["name"], longest))
+            script_ended &= any(launch.get("stop_reason") == SCRIPT_ENDED for launch in record["launches"])
     if not missed:
         return None
     runs = ", ".join(f"{name} (longest launch {longest} iterations)" for name, longest in missed)
+    # a script that ended by itself before an epoch's end: more iterations per launch are not Stash's to give
+    remedy = (
+        "the script ended before it (see the warning on it): more for it to do (more epochs or steps after --)"
+        if script_ended else "a smaller data set or more iterations per launch"
+    )  # fmt: skip
     return (
         f"no launch of {runs} ran past an epoch's end ({iterations_per_epoch} iterations per epoch): the "
-        "cost at the start of each epoch (loader restart, reshuffle) is not in these figures; a smaller data "
-        "set or more iterations per launch would include it"
+        f"cost at the start of each epoch (loader restart, reshuffle) is not in these figures; {remedy} "
+        "would include it"
     )

@@ -182,6 +182,15 @@ def test_real_data_runs_say_whether_a_launch_crossed_an_epoch() -> None:
     assert "R2 (longest launch 10 iterations)" in warning and "R3" not in warning
     assert "epoch_boundary_crossed" not in records[2]
     assert epoch_boundary_warning(records[:1], 20) is None
+    assert "a smaller data set or more iterations per launch would include it" in warning
+
+
+def test_a_script_that_ends_before_an_epochs_end_is_told_to_do_more_not_to_run_longer() -> None:
+    """It advised more iterations per launch, which a script that stops by itself does not take."""
+    ended = {"iterations": 61, "warmup_iterations": 2, "stop_reason": "script_ended"}
+    warning = epoch_boundary_warning([{"name": "R2", "data": "cold", "launches": [ended]}], 64)
+    assert "the script ended before it (see the warning on it): more for it to do" in warning
+    assert "more iterations per launch" not in warning
 
 
 @pytest.mark.parametrize(
