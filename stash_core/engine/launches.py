@@ -390,7 +390,7 @@ def epoch_boundary_warning(records: list[dict], iterations_per_epoch: int | None
     runs = ", ".join(f"{name} (longest launch {longest} iterations)" for name, longest in missed)
     # a script that ended by itself before an epoch's end: more iterations per launch are not Stash's to give
     remedy = (
-        "the script ended before it (see the warning on it): more for it to do (more epochs or steps after --)"
+        "the script ended before it (see its warning): more for it to do (more epochs or steps after --)"
         if script_ended else "a smaller data set or more iterations per launch"
     )  # fmt: skip
     return (

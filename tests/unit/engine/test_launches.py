@@ -189,7 +189,7 @@ def test_a_script_that_ends_before_an_epochs_end_is_told_to_do_more_not_to_run_l
     """It advised more iterations per launch, which a script that stops by itself does not take."""
     ended = {"iterations": 61, "warmup_iterations": 2, "stop_reason": "script_ended"}
     warning = epoch_boundary_warning([{"name": "R2", "data": "cold", "launches": [ended]}], 64)
-    assert "the script ended before it (see the warning on it): more for it to do" in warning
+    assert "the script ended before it (see its warning): more for it to do" in warning
     assert "more iterations per launch" not in warning
 
 
