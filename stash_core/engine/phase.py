@@ -97,6 +97,7 @@ def run_phase(
         elif kind == "ERROR" and isinstance(payload, dict):  # a script's error, with its last stderr lines
             errors.append(str(payload.get("message")))
             record.setdefault("stderr_tail", payload.get("stderr_tail") or [])
+            record.setdefault("stdout_tail", payload.get("stdout_tail") or [])
         elif kind == "ERROR":
             errors.append(str(payload))
 

@@ -249,7 +249,8 @@ def run_launches(
             for name in names:
                 records[name].update(
                     status="failed", error=outcome["error"], telemetry=outcome.get("telemetry"),
-                    stderr_tail=outcome.get("stderr_tail"), wall_s=outcome.get("wall_s"),
+                    stderr_tail=outcome.get("stderr_tail"), stdout_tail=outcome.get("stdout_tail"),
+                    wall_s=outcome.get("wall_s"),
                 )  # fmt: skip
             failure = UsageError if usage_error else MeasurementError
             raise failure(f"run {plan.name} ({plan.description}) failed: {outcome['error']}")

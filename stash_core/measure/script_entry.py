@@ -12,11 +12,9 @@ script wrote to stderr.
 from __future__ import annotations
 
 import builtins
-import collections
 import contextlib
 import gc
 import os
-import re
 import socket
 import sys
 import threading
@@ -32,6 +30,7 @@ import torch.distributed as dist
 from stash_core import PACKAGE_PARENT, SAFE_PATH_VALUE
 from stash_core.measure import protocol
 from stash_core.measure.error_line import error_line, raised_at
+from stash_core.measure.output_tail import OutputTail, last_words
 from stash_core.measure.script_backward import BACKWARDS_WITHOUT_STEP, no_step_in_time, no_step_message
 from stash_core.measure.script_cache import cache_state_thread, evict_each_read
 from stash_core.measure.script_groups import destroy_kept, end, groups_kept
@@ -40,10 +39,6 @@ from stash_core.measure.script_stop import StopRule, StopScript
 from stash_core.measure.worker_job import WorkerJob, read_worker_job
 from stash_core.terminal import one_line
 from stash_core.zoo.compiler_guards import compiler_unimported
-
-STDERR_TAIL_LINES = 20
-TAIL_LINE_CHARS = 2000  # of each kept line, its end: a progress line written without a line end grows
-LINE_END = re.compile(r"(\r\n|\r|\n)")
 
 
 class ScriptFailed(Exception):
@@ -55,61 +50,15 @@ class ScriptFailed(Exception):
         self.says_why = says_why
 
 
-class StderrTail:
-    """sys.stderr, passed through, keeping its last lines (a failure reports them) in bounded memory and time
-    per write, however much the script writes: a progress line redrawn with "\r" every step is one line,
-    the latest, and no line is kept longer than TAIL_LINE_CHARS (its end)."""
-
-    def __init__(self, stream) -> None:
-        self.stream = stream
-        self.lines: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
-        self.partial = ""
-        self.redrawn = False  # the last kept line ended with "\r": the next one is drawn over it
-
-    def write(self, text: str) -> int:
-        if "\n" not in text and "\r" not in text:
-            self.partial = (self.partial + text)[-TAIL_LINE_CHARS:]
-        else:
-            *whole, self.partial = LINE_END.split(self.partial[-TAIL_LINE_CHARS:] + text)
-            for line, end in zip(whole[::2], whole[1::2], strict=True):
-                self.keep(line[-TAIL_LINE_CHARS:], redrawn=end == "\r")
-            self.partial = self.partial[-TAIL_LINE_CHARS:]
-        return self.stream.write(text)
-
-    def keep(self, line: str, redrawn: bool) -> None:
-        if not line.strip():
-            self.redrawn = self.redrawn and redrawn  # a line end moves on: the line drawn last stays
-            return
-        if self.redrawn and self.lines:
-            self.lines.pop()  # a terminal shows only the line drawn over it
-        self.lines.append(line)
-        self.redrawn = redrawn
-
-    def flush(self) -> None:
-        self.stream.flush()
-
-    def close(self) -> None:
-        """A script that closes sys.stderr closes only its view: the failure report still needs it."""
-        self.flush()
-
-    def tail(self) -> list[str]:
-        if not self.partial.strip():
-            return list(self.lines)
-        kept = list(self.lines)[:-1] if self.redrawn else list(self.lines)
-        return [*kept, self.partial]
-
-    def __getattr__(self, name: str):
-        return getattr(self.stream, name)
-
-
 def main(argv: list[str] | None = None) -> int:
     job = read_worker_job(argv)
     rank = int(os.environ.get("RANK", "0"))
     # The protocol and the failure report write to copies of stdout and stderr, so that a script that
     # closes its own (sys.stdout.close(), os.close(1)) still has its error or result reported.
     _PROTOCOL[0] = _private_copy(sys.stdout)
-    stderr = StderrTail(_private_copy(sys.stderr))
+    stderr = OutputTail(_private_copy(sys.stderr))
     sys.stderr = stderr
+    _STDOUT_TAIL[0] = sys.stdout = OutputTail(sys.stdout)  # a hang's last words are often a print's
     clock = StepClock()
     rule = StopRule(job, clock, rank)
     clock.on_boundary = rule
@@ -162,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def conclude(rank: int, stderr: StderrTail, measure, wind_up) -> int:
+def conclude(rank: int, stderr: OutputTail, measure, wind_up) -> int:
     """The run's end reported: rank 0's result (0), or this rank's failure as one STASH-ERROR line (1).
     `measure` gives the result; `wind_up` stops Stash's own work after it, giving what it adds."""
     try:
@@ -345,7 +294,7 @@ STALL_GRACE_S = 60.0
 WATCH_EVERY_S = 1.0
 
 
-def start_watchdog(job: WorkerJob, clock: StepClock, rank: int, stderr: StderrTail) -> threading.Event:
+def start_watchdog(job: WorkerJob, clock: StepClock, rank: int, stderr: OutputTail) -> threading.Event:
     """End this process when the script has not stepped in time: a hang before its first step, or no step
     for STALL_GRACE_S past the run's time. Set the returned event to stop watching."""
     timeout_s = float(job.get("start_timeout_s", 120.0))
@@ -353,8 +302,10 @@ def start_watchdog(job: WorkerJob, clock: StepClock, rank: int, stderr: StderrTa
     started = time.perf_counter()
     stop = threading.Event()
 
-    def fail(message: str) -> None:
-        emit_error(rank, message, stderr)
+    def fail(message: str, hung: bool = False) -> None:
+        # a hang's last words say where it waits ("downloading the data set...", "waiting for the server")
+        said = last_words(stderr, *[tail for tail in _STDOUT_TAIL if tail is not None]) if hung else ""
+        emit_error(rank, message + said, stderr)
         REAL_EXIT(3)  # torchrun ends the other ranks; the launcher ends the whole process tree
 
     def watch() -> None:
@@ -364,26 +315,29 @@ def start_watchdog(job: WorkerJob, clock: StepClock, rank: int, stderr: StderrTa
             if first is None and backwards >= BACKWARDS_WITHOUT_STEP:
                 fail(no_step_message(backwards))
             if first is None and now - started > timeout_s:
-                fail(no_step_in_time(timeout_s, backwards))
+                fail(no_step_in_time(timeout_s, backwards), hung=True)
             if first is not None and last is not None and now > max(first + run_s, last) + grace_s:
                 fail(f"no optimizer step for {now - last:.0f} s after step {clock.iterations + 1}, over "
                      f"{grace_s:g} s past this launch's {run_s:.3g} s of timing: the script hangs (a "
-                     f"deadlock, a blocked read) or pauses over {grace_s:g} s between steps")  # fmt: skip
+                     f"deadlock, a blocked read) or pauses over {grace_s:g} s between steps",
+                     hung=True)  # fmt: skip
 
     threading.Thread(target=watch, name="stash-script-watch", daemon=True).start()
     return stop
 
 
-def emit_error(rank: int, message: str, stderr: StderrTail) -> None:
-    stderr.flush()
-    protocol.emit(
-        "ERROR",
-        {"message": f"rank {rank} ({socket.gethostname()}): {message}", "stderr_tail": stderr.tail()},
-        stream=_PROTOCOL[0],
-    )
+def emit_error(rank: int, message: str, stderr: OutputTail) -> None:
+    stdout = _STDOUT_TAIL[0]
+    for stream in (stderr, stdout) if stdout is not None else (stderr,):
+        with contextlib.suppress(OSError, ValueError):  # the script's closed stdout: its lines are kept
+            stream.flush()
+    tails = {"stderr_tail": stderr.tail(), "stdout_tail": stdout.tail() if stdout is not None else []}
+    protocol.emit("ERROR", {"message": f"rank {rank} ({socket.gethostname()}): {message}", **tails},
+                  stream=_PROTOCOL[0])  # fmt: skip
 
 
 _PROTOCOL: list = [None]  # the stream of protocol lines (None: sys.stdout), set by main
+_STDOUT_TAIL: list = [None]  # the script's stdout with its last lines, set by main
 
 
 def _private_copy(stream):

@@ -59,6 +59,7 @@ class Phase(TypedDict, total=False):
     epoch_boundary_crossed: bool
     script: dict[str, Any]  # a script's run: what it found (batch size, threads, loader)
     stderr_tail: list[str]  # a failed script's last stderr lines, or a hung launch's ranks' stacks
+    stdout_tail: list[str]  # a failed script's last stdout lines
 
 
 class Stall(TypedDict, total=False):

@@ -257,7 +257,9 @@ def test_on_the_cpu_the_compiler_is_imported_only_by_a_script_that_compiles(tmp_
         # sys.exit("text") is status 1 with the text (it was reported as "status text")
         ("exits with a message", "import sys\nsys.exit('no data folder')\n",
          "exited with status 1 before its first optimizer step: no data folder"),
-        ("hangs", "import time\ntime.sleep(60)\n", "no optimizer step within 2 s"),
+        # its last words (a print, on stdout) say where it waits: they were nowhere, on screen or in the file
+        ("hangs", "import sys, time\nprint('got here', file=sys.stderr)\n"
+         "print('waiting for the NFS server...')\ntime.sleep(60)\n", "no optimizer step within 2 s"),
     ],
 )  # fmt: skip
 def test_a_failing_script_is_one_error_line_with_its_last_stderr_lines(tmp_path, case, source, says) -> None:
@@ -277,6 +279,10 @@ def test_a_failing_script_is_one_error_line_with_its_last_stderr_lines(tmp_path,
         assert not any("script_entry.py" in line for line in error["stderr_tail"])
     if case == "exits with a message":  # written to stderr as Python writes it, so kept with the rest
         assert error["stderr_tail"][-1:] == ["no data folder"]
+    if case == "hangs":
+        assert error["message"].endswith('; its last output: "waiting for the NFS server..."')
+        assert error["stdout_tail"] == ["waiting for the NFS server..."]
+        assert error["stderr_tail"] == ["got here"]
 
 
 def test_a_cold_run_evicts_each_file_the_scripts_loader_workers_read(tmp_path) -> None:
@@ -400,10 +406,10 @@ def test_the_stderr_tail_stays_small_however_much_progress_the_script_writes() -
     again at every write: each step slower than the last, and the whole output kept as one tail line."""
     import io
 
-    from stash_core.measure import script_entry
-    from stash_core.measure.script_entry import STDERR_TAIL_LINES, StderrTail
+    from stash_core.measure import output_tail
+    from stash_core.measure.output_tail import STDERR_TAIL_LINES, OutputTail
 
-    tail = StderrTail(io.StringIO())
+    tail = OutputTail(io.StringIO())
     tail.write("loading data\n")
     for step in range(40_000):
         tail.write(f"\rstep {step}/40000 loss=0.1234")
@@ -414,7 +420,7 @@ def test_the_stderr_tail_stays_small_however_much_progress_the_script_writes() -
                            "last):", "ValueError: bad batch"]  # fmt: skip
     for _ in range(10_000):
         tail.write("x" * 100)  # a line that never ends: only its end is kept
-    kept_chars = getattr(script_entry, "TAIL_LINE_CHARS", None)
+    kept_chars = getattr(output_tail, "TAIL_LINE_CHARS", None)
     assert kept_chars is not None and tail.tail()[-1] == "x" * kept_chars
     tail.write("".join(f"line {n}\n" for n in range(100)))
     assert tail.tail()[-1] == "line 99" and len(tail.tail()) == STDERR_TAIL_LINES
