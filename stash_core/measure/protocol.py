@@ -32,6 +32,7 @@ FAILED_FORKED_EXIT_DELAY_S = 1.0
 KINDS = ("PROGRESS", "LOOP_END", "RESULT", "ERROR", "PHASE", "DONE")
 TOKEN_KEY = "protocol_token"  # the key of a worker job that holds its launch's token
 _token = [""]  # this process's: set in workers (use_token), empty elsewhere
+_stream: list = [None]  # where this process's lines go (use_stream); None: sys.stdout as it is then
 
 
 def new_token() -> str:
@@ -44,8 +45,14 @@ def use_token(token: str | None) -> None:
     _token[0] = token or ""
 
 
+def use_stream(stream) -> None:
+    """Emit every line to `stream` from now on: a script's worker keeps its lines out of the script's
+    sys.stdout, which the script may replace and Stash tails for the script's own output."""
+    _stream[0] = stream
+
+
 def emit(kind: str, payload, stream=None) -> None:
-    stream = stream or sys.stdout
+    stream = stream or _stream[0] or sys.stdout
     head = f"{kind}@{_token[0]}" if _token[0] else kind
     stream.write(f"{MARKER}{head} {json.dumps(json_safe(payload), allow_nan=False)}\n")
     stream.flush()

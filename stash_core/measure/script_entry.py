@@ -54,8 +54,10 @@ def main(argv: list[str] | None = None) -> int:
     job = read_worker_job(argv)
     rank = int(os.environ.get("RANK", "0"))
     # The protocol and the failure report write to copies of stdout and stderr, so that a script that
-    # closes its own (sys.stdout.close(), os.close(1)) still has its error or result reported.
+    # closes its own (sys.stdout.close(), os.close(1)) or replaces it still has its progress, error and result
+    # reported, and its output's tail holds its own lines only.
     _PROTOCOL[0] = _private_copy(sys.stdout)
+    protocol.use_stream(_PROTOCOL[0])
     stderr = OutputTail(_private_copy(sys.stderr))
     sys.stderr = stderr
     _STDOUT_TAIL[0] = sys.stdout = OutputTail(sys.stdout)  # a hang's last words are often a print's

@@ -520,3 +520,16 @@ def test_a_synthetic_run_reads_its_replayed_samples_once_though_the_loaders_work
     assert status == 0, stderr
     steps = messages["RESULT"]["warmup_iterations"] + 40  # more than the 16 steps of an epoch
     assert steps > 16 and len(reads.read_text().split()) <= 8 * 4  # eight batches' worth, read once
+
+
+def test_the_scripts_output_tail_and_its_own_stdout_hold_none_of_stashs_lines(tmp_path) -> None:
+    """Stash's progress lines went through the script's sys.stdout: into its output's tail, and into a file
+    the script had made its stdout (lost to the launcher)."""
+    source = STEP + (
+        "import sys\nprint('epoch 1')\nsys.stdout = open('log.txt', 'w')\nprint('to the log')\n"
+        "for _ in range(25):\n    step()\nraise RuntimeError('late')\n"
+    )
+    status, messages, _ = run_entry(tmp_path, source)
+    assert status != 0 and "PROGRESS" in messages
+    assert messages["ERROR"]["stdout_tail"] == ["epoch 1"]
+    assert (tmp_path / "log.txt").read_text() == "to the log\n"
