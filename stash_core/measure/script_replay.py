@@ -53,7 +53,10 @@ class SampleReplay:
         batches = self.batches.get(id(fetcher.dataset))
         if fetcher.auto_collation and batches:  # the sampler's own batches, as many samples as asked
             count = len(possibly_batched_index)
-            batch = batches[at[0] % len(batches)]
+            # a loader's workers take its batches in turn: worker k's n-th is batch k + n x workers
+            worker = torch.utils.data.get_worker_info()
+            drawn = at[0] if worker is None else worker.id + at[0] * worker.num_workers
+            batch = batches[drawn % len(batches)]
             data = [samples[batch[k % len(batch)]] for k in range(count)]
             at[0] += 1
         elif fetcher.auto_collation:
@@ -159,6 +162,10 @@ def first_batches(loader, count: int) -> list[list[int]] | None:
     saved = (torch.get_rng_state(), random.getstate(), numpy.random.get_state() if numpy else None,
              [g.get_state() for g in generators])  # fmt: skip
     try:
+        # The loader's iterator draws its workers' base seed (from the loader's generator, else torch's)
+        # before its sampler draws anything (a shuffling sampler draws its seed at its first batch): drawn
+        # here too, the copy shuffles as the script's loader will.
+        torch.empty((), dtype=torch.int64).random_(generator=loader.generator)
         drawn = [[operator.index(i) for i in batch] for batch in itertools.islice(iter(sampler), count)]
     except Exception:  # noqa: BLE001 - the user's sampler may raise anything (or draw no whole numbers)
         return None

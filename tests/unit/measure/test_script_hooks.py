@@ -139,6 +139,26 @@ def test_replay_skips_the_loading_only_and_keeps_the_collation() -> None:
     assert clock.batch_size == 4
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_replay_of_a_shuffled_loader_hands_out_the_batches_the_script_draws_first(workers) -> None:
+    """The copy of a shuffling sampler drew its permutation from the seed the loader's iterator draws first
+    (its workers' base seed): the synthetic runs replayed other samples than the script's first batches."""
+
+    def first_two(replay: bool) -> tuple[list[list[int]], list[float]]:
+        torch.manual_seed(7)
+        clock = StepClock()
+        remove = install(clock, replay=replay, replay_batches=2)
+        try:
+            seen = train(DataLoader(Counting(64, 0.0), batch_size=8, shuffle=True, num_workers=workers), 1)
+        finally:
+            remove()
+        return [batch["x"][:, 0].int().tolist() for batch in seen[:2]], torch.rand(2).tolist()
+
+    plain, after_plain = first_two(replay=False)
+    replayed, after_replay = first_two(replay=True)
+    assert replayed == plain and after_replay == after_plain  # the same batches, the generator as it was
+
+
 class WorkerOnly(Slow):
     """Slow, but only inside a loader worker (as a dataset that opens its file in worker_init_fn)."""
 
