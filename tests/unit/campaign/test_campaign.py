@@ -198,7 +198,7 @@ def test_a_profile_refused_for_a_full_disk_stops_the_campaign(tmp_path, monkeypa
     from stash_core.api import profile_flow
     from stash_core.errors import DiskFull
 
-    monkeypatch.setattr(profile_flow.shutil, "disk_usage", lambda folder: SimpleNamespace(free=1024))
+    monkeypatch.setattr(profile_flow.shutil, "disk_usage", lambda folder: SimpleNamespace(free=1024, total=2**40))
     with pytest.raises(DiskFull) as refused:
         profile_flow._refuse_full_disk(tmp_path)
     settings = CampaignSettings(db_path=tmp_path / "c.duckdb")
