@@ -112,15 +112,15 @@ def _failed(error: Exception, json_errors: bool = False) -> int:
     elif isinstance(error, OSError):  # the machine's, not the input's: a full disk, a vanished folder
         where = f": {error.filename}" if error.filename else ""
         line, status = f"{error.strerror or first_line(error)}{where}", 1
+    elif is_database_corruption(error):  # a damaged block read after the open-time checks passed (DuckDB 1.x
+        line, status = (  # raises it as an IOException: said before the write failures)
+            f"the database is corrupt ({one_line(error)}): restore it from a copy, or store the result files "
+            "again into a new one (stash ingest results/*.json --db NEW.duckdb)"
+        ), 2
     elif is_database_io_error(error):
         # DuckDB could not write (a full disk at commit or checkpoint): its transaction left the file as it
         # was; the machine's problem, so exit 1 with one line.
         line, status = f"the database could not be written: {one_line(error)}", 1
-    elif is_database_corruption(error):  # a damaged block read after the open-time checks passed
-        line, status = (
-            f"the database is corrupt ({one_line(error)}): restore it from a copy, or store the result files "
-            "again into a new one (stash ingest results/*.json --db NEW.duckdb)"
-        ), 2
     else:
         raise error  # a bug: its traceback
     if json_errors:  # first: a script reading stdout gets it even where nobody reads stderr

@@ -53,6 +53,8 @@ def run_phase(
         job["paired"] = paired
     if remote is not None:
         job["cpu_cores"] = None  # this machine's cores say nothing of the hosts' (they have --cpu-sets)
+        if not spec.script and spec.cluster != "emulated":  # other machines: a relative model file is found
+            job["model"] = spec.model  # from each host's --workdir (a checkout there), as it was typed
     if plan.data != "synthetic" and (data.files or not spec.script):
         if remote is None:
             try:
@@ -153,7 +155,8 @@ def empty_telemetry() -> dict:
 def job_for(plan: PhasePlan, spec: ProfileSpec, data: DataSetup) -> WorkerJob:
     return {
         "phase": plan.name,
-        "model": absolute_model_ref(spec.model),  # the file this process checked, wherever a worker starts
+        "model": absolute_model_ref(spec.model),  # the file this process checked (an emulated node's worker
+        # starts in another folder of this machine)
         "num_classes": spec.num_classes,
         "input_shape": spec.input_shape,
         "find_unused_parameters": spec.find_unused_parameters,

@@ -25,7 +25,8 @@ class OutputTail:
         self.written_at = 0.0  # time.monotonic() of its last write: which of two streams spoke last
 
     def write(self, text: str) -> int:
-        self.written_at = time.monotonic()
+        if text.strip():  # a blank line is not the last thing said
+            self.written_at = time.monotonic()
         if "\n" not in text and "\r" not in text:
             self.partial = (self.partial + text)[-TAIL_LINE_CHARS:]
         else:
@@ -34,6 +35,10 @@ class OutputTail:
                 self.keep(line[-TAIL_LINE_CHARS:], redrawn=end == "\r")
             self.partial = self.partial[-TAIL_LINE_CHARS:]
         return self.stream.write(text)
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
 
     def keep(self, line: str, redrawn: bool) -> None:
         if not line.strip():

@@ -162,11 +162,13 @@ def first_batches(loader, count: int) -> list[list[int]] | None:
     saved = (torch.get_rng_state(), random.getstate(), numpy.random.get_state() if numpy else None,
              [g.get_state() for g in generators])  # fmt: skip
     try:
-        # The loader's iterator draws its workers' base seed (from the loader's generator, else torch's)
-        # before its sampler draws anything (a shuffling sampler draws its seed at its first batch): drawn
-        # here too, the copy shuffles as the script's loader will.
+        # As the loader's iterator does: the sampler's iter() (a sampler that shuffles in it draws now), then
+        # its workers' base seed (from the loader's generator, else torch's), then the batches (a generator
+        # sampler, as a shuffling RandomSampler, draws its seed at its first): the copy shuffles as the
+        # script's loader will.
+        batches = iter(sampler)
         torch.empty((), dtype=torch.int64).random_(generator=loader.generator)
-        drawn = [[operator.index(i) for i in batch] for batch in itertools.islice(iter(sampler), count)]
+        drawn = [[operator.index(i) for i in batch] for batch in itertools.islice(batches, count)]
     except Exception:  # noqa: BLE001 - the user's sampler may raise anything (or draw no whole numbers)
         return None
     finally:

@@ -55,7 +55,7 @@ LAUNCH_NUMBERS = (
 )
 
 REQUIRED_KEYS = ("schema_version", "kind", "run_id", "status", "started_at", "spec", "phases")
-MAX_RESULT_BYTES = 256 * 2**20  # a long run with dense telemetry is tens of MB; reading takes some 14x the size
+MAX_RESULT_BYTES = 256 * 2**20  # a long run with dense telemetry is tens of MB; read, some 14x that
 
 # MIGRATIONS[v] turns a document of schema_version v into one of version v + 1. Version 1 is the first
 # version, so there is nothing to migrate yet; a future version 2 adds `MIGRATIONS[1] = _v1_to_v2`.
@@ -99,8 +99,8 @@ def check_replaceable(path: Path, flag: str) -> tuple[str, str] | None:
             f"{flag} {path} holds a file that is not a Stash result file; writing there would replace it: "
             "choose another path"
         )
-    # a run's own file, named after it (also through a link): another run would lie there
-    if path.resolve().name == f"{doc['run_id']}.json":
+    # a run's own file, named after it (a link so named, or a link to it): another run would lie there
+    if f"{doc['run_id']}.json" in (path.name, path.resolve().name):
         raise UsageError(f"{flag} {path} is the result file of run {doc['run_id']}: choose another path")
     doc_id = doc.get("probe_id") if doc["kind"] == PROBE_KIND else doc["run_id"]
     return (doc["kind"], str(doc_id)) if doc_id else None

@@ -6,6 +6,8 @@ from __future__ import annotations
 import io
 import sys
 
+import pytest
+
 from stash_core.exits import run_command
 
 
@@ -96,12 +98,13 @@ def test_a_command_asked_for_json_and_stopped_says_why_on_stdout(monkeypatch):
         assert out.getvalue().count("\n") == 1
 
 
-def test_a_corrupt_block_read_after_the_open_is_one_line_not_a_traceback(capsys):
+@pytest.mark.parametrize("kind", ["Error", "IOException"])  # DuckDB 2's, and DuckDB 1.x's
+def test_a_corrupt_block_read_after_the_open_is_one_line_not_a_traceback(capsys, kind):
     """Damage the open-time checks do not read (a block in the file's middle) raised DuckDB's Error."""
     import duckdb
 
     def reads_a_damaged_block() -> int:
-        raise duckdb.Error("Corrupt database file: computed checksum 1 does not match stored checksum 2")
+        raise getattr(duckdb, kind)("Corrupt database file: computed checksum 1 does not match checksum 2")
 
     assert run_command(reads_a_damaged_block) == 2
     err = capsys.readouterr().err

@@ -139,8 +139,19 @@ def test_replay_skips_the_loading_only_and_keeps_the_collation() -> None:
     assert clock.batch_size == 4
 
 
-@pytest.mark.parametrize("workers", [0, 2])
-def test_replay_of_a_shuffled_loader_hands_out_the_batches_the_script_draws_first(workers) -> None:
+class EagerShuffle:
+    """A batch sampler that shuffles as its iter() is called (a generator would at its first batch)."""
+
+    def __len__(self) -> int:
+        return 8
+
+    def __iter__(self):
+        order = torch.randperm(64).tolist()
+        return iter([order[at : at + 8] for at in range(0, 64, 8)])
+
+
+@pytest.mark.parametrize(("workers", "eager"), [(0, False), (2, False), (0, True)])
+def test_replay_of_a_shuffled_loader_hands_out_the_batches_the_script_draws_first(workers, eager) -> None:
     """The copy of a shuffling sampler drew its permutation from the seed the loader's iterator draws first
     (its workers' base seed): the synthetic runs replayed other samples than the script's first batches."""
 
@@ -148,8 +159,9 @@ def test_replay_of_a_shuffled_loader_hands_out_the_batches_the_script_draws_firs
         torch.manual_seed(7)
         clock = StepClock()
         remove = install(clock, replay=replay, replay_batches=2)
+        order = {"batch_sampler": EagerShuffle()} if eager else {"batch_size": 8, "shuffle": True}
         try:
-            seen = train(DataLoader(Counting(64, 0.0), batch_size=8, shuffle=True, num_workers=workers), 1)
+            seen = train(DataLoader(Counting(64, 0.0), num_workers=workers, **order), 1)
         finally:
             remove()
         return [batch["x"][:, 0].int().tolist() for batch in seen[:2]], torch.rand(2).tolist()

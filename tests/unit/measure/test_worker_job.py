@@ -56,3 +56,26 @@ def test_a_model_file_reaches_the_workers_by_its_absolute_path(tmp_path, monkeyp
     assert job["model"] == f"{tmp_path}/models/m.py:make" and spec.model == "models/m.py:make"
     zoo = ProfileSpec(model="resnet10", batch_size=8, workers_per_node=2, device="cpu")
     assert job_for(PhasePlan("R1", 2, 1, "synthetic"), zoo, DataSetup(root=None))["model"] == "resnet10"
+
+
+def test_a_remote_hosts_worker_finds_a_relative_model_file_from_its_workdir(tmp_path, monkeypatch):
+    """Hosts over ssh build the model from their own copy (a checkout in --workdir): the launcher's
+    absolute path would not be there; an emulated node shares this machine's files and gets it."""
+    from stash_core.engine import phase
+    from stash_core.launch.hosts import RemoteHosts
+
+    monkeypatch.chdir(tmp_path)
+    taken = {}
+
+    def run_workers(module, job, *args, **kwargs):
+        taken["model"] = job["model"]
+        return "stopped here"
+
+    monkeypatch.setattr(phase, "run_workers", run_workers)
+    remote = RemoteHosts.__new__(RemoteHosts)  # only what run_phase reads of it before the launch
+    for spec_cluster, expected in ((None, "models/m.py:make"), ("emulated", f"{tmp_path}/models/m.py:make")):
+        spec = ProfileSpec(model="models/m.py:make", batch_size=8, workers_per_node=1, nodes=2, device="cpu",
+                           cluster=spec_cluster)  # fmt: skip
+        phase.run_phase(PhasePlan("R1n", 2, 2, "synthetic"), spec, DataSetup(root=None), None, [], remote)
+        assert taken["model"] == expected
+

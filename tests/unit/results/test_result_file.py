@@ -396,6 +396,11 @@ def test_an_output_may_replace_a_result_file_but_not_one_named_after_its_run(tmp
     link.symlink_to(theirs)
     with pytest.raises(UsageError, match="is the result file of run 20261130T010000Z-aaaa0001"):
         resultfile.check_replaceable(link, "--out")
+    named = tmp_path / "results" / "20261130T010000Z-aaaa0001.json"  # a link named after the run, to a file
+    named.parent.mkdir()  # of the user's naming: written through, the name would lie
+    named.symlink_to(mine)
+    with pytest.raises(UsageError, match="is the result file of run 20261130T010000Z-aaaa0001"):
+        resultfile.check_replaceable(named, "--out")
 
 
 def test_a_byte_order_mark_is_no_content(tmp_path: Path) -> None:

@@ -58,7 +58,7 @@ def test_a_malformed_simulation_file_is_refused_by_name_and_nothing_is_stored(tm
 
 
 def test_a_simulation_file_is_read_once(tmp_path, monkeypatch):
-    """It was read as a result file, then again as a simulation (up to 1 GiB each)."""
+    """It was read as a result file, then again as a simulation (up to 256 MiB each)."""
     import stash_core.results.file as resultfile
 
     simulation = save_simulation(doc(), tmp_path / "results")
