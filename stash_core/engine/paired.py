@@ -45,6 +45,8 @@ def why_not_paired(spec: ProfileSpec, names: list[str], on_remote_hosts: bool) -
         return "pairing runs on this machine's CPU with gloo only"
     if spec.fixed_iterations is not None:
         return "a fixed --iterations count times each run alone"
+    if spec.find_unused_parameters:  # DDP's reducer then expects every step's gradients through its forward
+        return "--find-unused-parameters: DDP's search for them fails on rank 0's steps outside DDP"
     return None
 
 

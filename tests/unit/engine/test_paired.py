@@ -36,6 +36,11 @@ def test_pairing_applies_to_this_machines_cpu_runs_only_and_on_says_why_not() ->
     with pytest.raises(UsageError, match="--paired on: pairing runs on this machine's CPU with gloo only"):
         pairing.pairs_runs(_spec(device="cuda", paired="on"), names, None)
     assert pairing.why_not_paired(_spec(), names, True) == "runs on remote hosts are launched separately"
+    # a model whose branches skip parameters failed paired: "Encountered gradient which is undefined, but
+    # still allreduced by DDP reducer" (rank 0's solo steps run outside DDP's forward)
+    assert not pairing.pairs_runs(_spec(find_unused_parameters=True), names, None)
+    with pytest.raises(UsageError, match="--paired on: --find-unused-parameters: DDP's search"):
+        pairing.pairs_runs(_spec(find_unused_parameters=True, paired="on"), names, None)
 
 
 def test_a_rounds_launches_fold_r0_into_r1s() -> None:
