@@ -100,6 +100,7 @@ def _import_file(location: str) -> ModuleType:
         raise UserModelError(f"cannot import model file {location}")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses and pickling look classes up here while the file runs
+    argv, sys.argv = sys.argv, [str(path)]  # a file that parses arguments as it loads sees none, as run alone
     try:
         spec.loader.exec_module(module)
     except NOT_THE_MODELS:
@@ -108,6 +109,8 @@ def _import_file(location: str) -> ModuleType:
     except BaseException as exc:  # GeneratorExit, SystemExit, a BaseException of its own too
         sys.modules.pop(name, None)
         raise UserModelError(f"cannot import model file {location}: {one_line(exc)}") from None
+    finally:
+        sys.argv = argv
     return module
 
 

@@ -610,3 +610,20 @@ def test_a_user_model_without_trainable_parameters_is_refused_before_any_run(tmp
     (tmp_path / "pool.py").write_text("import torch.nn as nn\ndef make(num_classes=10):\n" + body)
     with pytest.raises(UsageError, match="has no trainable parameters"):
         build_model(f"{tmp_path}/pool.py:make", input_shape=(3, 32, 32))
+
+
+def test_a_model_file_that_parses_arguments_as_it_loads_sees_none_of_stashs(tmp_path, monkeypatch) -> None:
+    """A file with a module-level parse_args() read `stash predict --model ...`'s arguments: "unrecognized
+    arguments: predict --model ...", then "cannot import model file ...: SystemExit: 2"."""
+    path = write(tmp_path / "toplevel.py", """
+        import argparse
+        from torch import nn
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--lr", type=float, default=0.1)
+        args = parser.parse_args()
+        def make(num_classes):
+            return nn.Sequential(nn.Flatten(), nn.Linear(4, num_classes))
+    """)
+    monkeypatch.setattr(sys, "argv", ["stash", "predict", "--model", f"{path}:make", "--db", "x.duckdb"])
+    _, info = build_model(f"{path}:make", num_classes=2, input_shape=(4, 1))
+    assert info.param_count == 10 and sys.argv[1] == "predict"  # Stash's own, given back
