@@ -92,12 +92,13 @@ def _check_models_build(models: list[str], settings: Any) -> None:
     files = [model for model in models if ":" in model]  # a model file's or module's factory
     if not files:
         return
-    from stash_core.campaign.cloud_plan import model_ref
+    from stash_core.campaign.cloud_plan import model_ref, workdir_models
     from stash_core.spec_parse import parse_input_shape
     from stash_core.zoo.build import describe_model
 
     shape = tuple(parse_input_shape(settings.input_shape)) if settings.input_shape else None
-    for model in files:
+    # a model file as typed (from this folder) is the checkout's file the machines get, or refused as outside
+    for model in workdir_models(files):
         describe_model(model_ref(model), settings.num_classes, shape)
 
 

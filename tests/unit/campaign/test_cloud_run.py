@@ -12,7 +12,7 @@ import time
 import pytest
 from fake_skypilot import ClusterDoesNotExist, FakeCluster, FakeSky, ResourcesUnavailableError
 from result_docs import result_doc
-from support import stash_here
+from support import REPO, stash_here
 
 from stash_core.campaign import cloud_plan, skypilot_task
 from stash_core.campaign.cloud import run_cloud_campaign
@@ -164,6 +164,15 @@ def test_bad_input_launches_nothing_where_skypilot_is_installed(capsys, monkeypa
         args = ["campaign", "--cloud", "--models", model, "--batch-sizes", "8", "--instances", "g4dn.xlarge"]
         _one_line_refusal(stash_here(capsys, monkeypatch, *args, *db), text)
         assert sky.calls == [] and sky.clusters == {}, (model, sky.calls)
+    # a relative model file is the one from this folder (it was looked for from the checkout's root: "model
+    # file not found: .../models/tiny_cnn.py"), or one outside the checkout, said so
+    work = tmp_path / "work"
+    work.mkdir()
+    (tmp_path / "m.py").write_text((REPO / "examples" / "models" / "tiny_cnn.py").read_text())
+    for model, text, cwd in (("models/tiny_cnn.py:build", "no factory named 'build'", REPO / "examples"),
+                             ("../m.py:make", "with --cloud a model file must lie in", work)):  # fmt: skip
+        args = ["campaign", "--cloud", "--models", model, "--batch-sizes", "8", "--instances", "g4dn.xlarge"]
+        _one_line_refusal(stash_here(capsys, monkeypatch, *args, *db, cwd=cwd), text)
     assert next(sky.counter) == 0  # not one request made of SkyPilot
 
 
