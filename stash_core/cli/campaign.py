@@ -169,6 +169,10 @@ def cmd_campaign(args: argparse.Namespace) -> int:
         if cuda_device_count() == 0:
             raise UsageError("--device cuda: no CUDA device is visible on this machine")
     _check_fits_here(plan, settings)
+    if args.script is None:  # a model file its profiles would refuse (a syntax error, no such factory): said
+        from stash_core.cli.campaign_cloud import check_models_build  # now, not after the models before it
+
+        check_models_build(models, settings)
     if args.dry_run:
         _print_plan(plan, settings)
         return 0

@@ -64,7 +64,7 @@ def cmd_cloud(args: argparse.Namespace, models: list[str], settings: Any) -> int
     """Plan, print, and (without --dry-run) run the cloud campaign."""
     from stash_core.campaign.skypilot_task import INSTALL_HINT, SkyCheck, skypilot_installed
 
-    _check_models_build(models, settings)
+    check_models_build(models, settings, cloud=True)
 
     if args.dry_run:
         # SkyPilot's check starts first: its import runs beside the planning
@@ -85,7 +85,7 @@ def cmd_cloud(args: argparse.Namespace, models: list[str], settings: Any) -> int
     return run(plan, settings, args.idle_minutes)
 
 
-def _check_models_build(models: list[str], settings: Any) -> None:
+def check_models_build(models: list[str], settings: Any, cloud: bool = False) -> None:
     """UsageError (one line) for a model its profiles would refuse (no such factory, one that needs arguments
     or fails): said before anything is planned or rented, as `stash profile` says it before it starts. A zoo
     name is checked by its name alone (building it would import torch, which a dry run does not)."""
@@ -97,9 +97,10 @@ def _check_models_build(models: list[str], settings: Any) -> None:
     from stash_core.zoo.build import describe_model
 
     shape = tuple(parse_input_shape(settings.input_shape)) if settings.input_shape else None
-    # a model file as typed (from this folder) is the checkout's file the machines get, or refused as outside
-    for model in workdir_models(files):
-        describe_model(model_ref(model), settings.num_classes, shape)
+    # with --cloud, a model file as typed (from this folder) is the checkout's file the machines get, or
+    # refused as outside it
+    for model in [model_ref(model) for model in workdir_models(files)] if cloud else files:
+        describe_model(model, settings.num_classes, shape)
 
 
 def _plan(args: argparse.Namespace, models: list[str], settings: Any) -> Any:

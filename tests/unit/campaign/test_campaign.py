@@ -198,7 +198,8 @@ def test_a_profile_refused_for_a_full_disk_stops_the_campaign(tmp_path, monkeypa
     from stash_core.api import profile_flow
     from stash_core.errors import DiskFull
 
-    monkeypatch.setattr(profile_flow.shutil, "disk_usage", lambda folder: SimpleNamespace(free=1024, total=2**40))
+    full = SimpleNamespace(free=1024, total=1 << 40)
+    monkeypatch.setattr(profile_flow.shutil, "disk_usage", lambda folder: full)
     with pytest.raises(DiskFull) as refused:
         profile_flow._refuse_full_disk(tmp_path)
     settings = CampaignSettings(db_path=tmp_path / "c.duckdb")
@@ -393,3 +394,21 @@ def test_stalls_given_are_the_ones_measured_on_several_nodes_too(tmp_path):
     with pytest.raises(UsageError, match="--stalls compute measures nothing across 2 machines"):
         check_measurable_plan([multi], replace(settings, stalls=["compute"]))
     check_measurable_plan([multi], replace(settings, stalls=["compute", "network"]))
+
+
+def test_a_local_campaign_refuses_a_model_file_no_profile_could_build_before_its_plan(
+    capsys, monkeypatch, tmp_path
+):
+    """Its dry run approved a syntax error and a factory the file lacks; the real run profiled the models
+    before it, then stopped at it."""
+    from support import stash_here
+
+    (tmp_path / "broken.py").write_text("def make(:\n")
+    (tmp_path / "net.py").write_text("from torch import nn\ndef make(num_classes=10):\n    return nn.Tanh()")
+    db = ["--db", str(tmp_path / "c.duckdb")]
+    for models, says in (("resnet10,broken.py:make", "cannot import model file broken.py: SyntaxError"),
+                         ("net.py:nosuch", "no factory named 'nosuch'")):  # fmt: skip
+        args = ["campaign", "--models", models, "--batch-sizes", "4", "--input-shape", "3,32,32", "--dry-run"]
+        done = stash_here(capsys, monkeypatch, *args, *db, cwd=tmp_path)
+        assert done.returncode == 2 and says in done.stderr and done.stdout == "", done.stderr
+        assert len(done.stderr.strip().splitlines()) == 1
