@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from stash_core.campaign.plan import CampaignItem, CampaignSettings, eta_text, profile_args, split_done
+from stash_core.campaign.plan import CampaignItem, CampaignSettings, profile_args, split_done
 from stash_core.engine.profile_child import run_profile_child
 from stash_core.errors import UsageError, says_disk_full
 
@@ -81,3 +81,15 @@ def run_campaign(
                 raise UsageError(f"campaign stopped: stash profile refused {item.describe()}: {reason}")
     outcome.elapsed_s = time.monotonic() - started
     return outcome
+
+
+def eta_text(durations: list[float], remaining: int) -> str:
+    """'about 12 min left' from the mean duration so far; 'time left unknown' before the first finishes."""
+    if not durations:
+        return "(time left unknown until the first profile finishes)"
+    left_s = sum(durations) / len(durations) * remaining
+    if left_s < 90:
+        return f"(about {left_s:.0f} s left)"
+    if left_s < 5400:
+        return f"(about {left_s / 60:.0f} min left)"
+    return f"(about {left_s / 3600:.1f} h left)"

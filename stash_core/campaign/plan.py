@@ -90,6 +90,11 @@ class CampaignSettings:
     device: str | None = None
     results_dir: Path | None = None
     cluster_name: str | None = None  # the emulated cluster of the --bandwidths profiles; None: the default
+    # each profile's time and precision (`stash profile`'s options; None: its defaults); like --iterations,
+    # they do not make a stored run another configuration
+    max_phase_s: float | None = None
+    launches: int | None = None
+    target_relative_ci: float | None = None
     extra_args: list[str] = field(default_factory=list)
     python: str = sys.executable
 
@@ -315,12 +320,14 @@ def profile_spec(item: CampaignItem, settings: CampaignSettings) -> ProfileSpec:
     default = ["compute", *(["interconnect"] if item.workers_per_node > 1 else []),
                *(["network"] if item.nodes > 1 else [])]  # fmt: skip
     names = settings.stalls or default
+    timing = {key: value for key in ("max_phase_s", "launches", "target_relative_ci")
+              if (value := getattr(settings, key)) is not None}  # fmt: skip
     if item.script is not None:
         return ProfileSpec(
             model=item.model, batch_size=None, workers_per_node=item.workers_per_node, nodes=item.nodes,
             stalls=parse_stalls(",".join(names)), iterations=parse_iterations(str(settings.iterations)),
             instance=item.instance, device=settings.device or "auto", script=item.script,
-            script_args=list(item.script_args), script_sha256=item.script_sha256,
+            script_args=list(item.script_args), script_sha256=item.script_sha256, **timing,
         )  # fmt: skip
     return ProfileSpec(
         model=item.model,
@@ -336,6 +343,7 @@ def profile_spec(item: CampaignItem, settings: CampaignSettings) -> ProfileSpec:
         cluster="emulated" if item.bandwidth else None,
         cluster_bandwidth=item.bandwidth or None,
         cluster_name=settings.cluster_name if item.bandwidth else None,
+        **timing,
     )
 
 
@@ -382,18 +390,6 @@ def profile_argv(item: CampaignItem, settings: CampaignSettings) -> list[str]:
     from stash_core.engine.profile_child import profile_command
 
     return profile_command(settings.db_path, profile_args(item, settings), settings.python)
-
-
-def eta_text(durations: list[float], remaining: int) -> str:
-    """'about 12 min left' from the mean duration so far; 'time left unknown' before the first finishes."""
-    if not durations:
-        return "(time left unknown until the first profile finishes)"
-    left_s = sum(durations) / len(durations) * remaining
-    if left_s < 90:
-        return f"(about {left_s:.0f} s left)"
-    if left_s < 5400:
-        return f"(about {left_s / 60:.0f} min left)"
-    return f"(about {left_s / 3600:.1f} h left)"
 
 
 def _unique(values: list[Any]) -> list[Any]:

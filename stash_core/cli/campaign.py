@@ -13,6 +13,7 @@ from stash_core.cli.campaign_cloud import add_cloud_arguments, check_cloud_optio
 from stash_core.errors import UsageError
 from stash_core.launch.cluster.names import check_name
 from stash_core.pathargs import input_path, output_path
+from stash_core.spec import option_rule
 from stash_core.spec_argparse import add_script_args
 from stash_core.spec_parse import (
     BATCH_SIZE,
@@ -98,6 +99,11 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
         "2 or more workers a node, +network on nodes > 1",
     )  # fmt: skip
     camp.add_argument("--iterations", type=_checked(parse_iterations), default="auto")
+    # each profile's time and precision, as `stash profile` takes them (default: its own)
+    for flag, attr in (("--max-phase-seconds", "max_phase_s"), ("--launches", "launches"),
+                       ("--target-ci", "target_relative_ci")):  # fmt: skip
+        camp.add_argument(flag, dest=attr, type=option_rule(attr), default=None,
+                          help=f"each profile's {flag} (default: stash profile's)")  # fmt: skip
     camp.add_argument("--input-shape", type=_checked(parse_input_shape), default=None,
                       help="one sample, e.g. 3,64,64 (default: each model's own)")  # fmt: skip
     camp.add_argument("--num-classes", type=count(10**7), default=None, help="(default: each model's own)")
@@ -153,6 +159,9 @@ def cmd_campaign(args: argparse.Namespace) -> int:
         device=args.device,
         results_dir=args.results_dir,
         cluster_name=args.cluster_name,
+        max_phase_s=args.max_phase_s,
+        launches=args.launches,
+        target_relative_ci=args.target_relative_ci,
     )
     if args.cloud:
         return cmd_cloud(args, models, settings)

@@ -10,12 +10,11 @@ import pytest
 from result_docs import result_doc
 
 from stash_core.api.options import parse_profile
-from stash_core.campaign.local import run_campaign, subprocess_runner
+from stash_core.campaign.local import eta_text, run_campaign, subprocess_runner
 from stash_core.campaign.plan import (
     CampaignItem,
     CampaignSettings,
     check_measurable_plan,
-    eta_text,
     family_models,
     instance_label,
     plan_campaign,
@@ -412,3 +411,19 @@ def test_a_local_campaign_refuses_a_model_file_no_profile_could_build_before_its
         done = stash_here(capsys, monkeypatch, *args, *db, cwd=tmp_path)
         assert done.returncode == 2 and says in done.stderr and done.stdout == "", done.stderr
         assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_campaign_gives_each_profile_the_time_and_precision_asked(capsys, monkeypatch, tmp_path):
+    """Only a fixed --iterations capped a campaign's profiles: each took stash profile's 120 s a run."""
+    from support import stash_here
+
+    settings = CampaignSettings(db_path=tmp_path / "c.duckdb", max_phase_s=12.0, launches=1,
+                                target_relative_ci=0.1)  # fmt: skip
+    args = profile_args(CampaignItem("resnet10", 8, 2, 1, "box"), settings)
+    assert args[args.index("--max-phase-seconds") + 1] == "12" and args[args.index("--launches") + 1] == "1"
+    assert args[args.index("--target-ci") + 1] == "0.1"
+    assert "--max-phase-seconds" not in profile_args(CampaignItem("resnet10", 8, 2, 1, "box"),
+                                                     CampaignSettings(db_path=tmp_path / "c.duckdb"))
+    bad = ["campaign", "--models", "resnet10", "--max-phase-seconds", "0", "--dry-run", "--db", str(tmp_path)]
+    done = stash_here(capsys, monkeypatch, *bad, cwd=tmp_path)
+    assert done.returncode == 2 and "--max-phase-seconds: must be positive" in done.stderr
