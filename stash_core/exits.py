@@ -112,8 +112,10 @@ def _failed(error: Exception, json_errors: bool = False) -> int:
     elif isinstance(error, OSError):  # the machine's, not the input's: a full disk, a vanished folder
         where = f": {error.filename}" if error.filename else ""
         line, status = f"{error.strerror or first_line(error)}{where}", 1
-    elif is_database_corruption(error):  # a damaged block read after the open-time checks passed (DuckDB 1.x
-        line, status = (  # raises it as an IOException: said before the write failures)
+    elif is_database_corruption(error):
+        # a damaged block read after the open-time checks passed: before the write failures, as DuckDB 1.x
+        # raises it as an IOException
+        line, status = (
             f"the database is corrupt ({one_line(error)}): restore it from a copy, or store the result files "
             "again into a new one (stash ingest results/*.json --db NEW.duckdb)"
         ), 2

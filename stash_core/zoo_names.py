@@ -87,7 +87,7 @@ def model_file(ref: str) -> str | None:
 
 def absolute_model_ref(ref: str) -> str:
     """A user's FILE.py:FACTORY with FILE.py made absolute (from this process's folder), anything else as
-    given: a worker started in another folder (a host's --workdir, an emulated node's) finds the same file."""
+    given: a worker of this machine started in another folder (an emulated node's) finds the same file."""
     file = model_file(ref)
     if file is None:
         return ref

@@ -242,7 +242,7 @@ def check_writable(db_path: Path, out_path: Path | None, store_db: bool, named_b
         what = "--out " + str(out_path) if out_path else "the result file"
         raise UsageError(f"{what}: cannot write to {directory} (permission denied or not a directory)")
     for folder in {existing, nearest_existing(db_path.parent)} if store_db else {existing}:
-        _refuse_full_disk(folder)
+        refuse_full_disk(folder)
     if out_path is not None and out_path.exists() and not os.access(out_path, os.W_OK):
         raise UsageError(f"--out {out_path}: the file is not writable")
     if out_path is not None:
@@ -253,7 +253,7 @@ def check_writable(db_path: Path, out_path: Path | None, store_db: bool, named_b
 MIN_FREE_BYTES = 8 * 1024 * 1024  # a result file with its samples, and its rows in the database
 
 
-def _refuse_full_disk(folder: Path) -> None:
+def refuse_full_disk(folder: Path) -> None:
     """A disk too full for the result: said before minutes of measuring that could not be kept anywhere."""
     try:
         usage = shutil.disk_usage(folder)

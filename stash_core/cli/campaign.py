@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
 import sys
 from typing import Any
 
@@ -141,9 +140,12 @@ def cmd_campaign(args: argparse.Namespace) -> int:
         nearest = nearest_existing(args.results_dir)
         if not nearest.is_dir():
             raise UsageError(f"--results-dir {args.results_dir}: {nearest} is not a directory")
-        if not os.access(nearest, os.W_OK | os.X_OK) or _holds_no_files(nearest):  # found at the first run
+        if not os.access(nearest, os.W_OK | os.X_OK):
             raise UsageError(f"--results-dir {args.results_dir}: cannot write to {nearest} (permission "
-                             "denied, or a virtual file system such as /proc)")  # fmt: skip
+                             "denied)")  # fmt: skip
+        from stash_core.api.profile_flow import refuse_full_disk
+
+        refuse_full_disk(nearest)  # a virtual file system (/proc), a full disk: what each profile would find
     if not args.cloud and max(args.nodes) > 1 and not args.bandwidths:
         what = (
             "a script's campaign runs on this machine: leave out --nodes" if args.script is not None
@@ -266,11 +268,3 @@ def _split(text: str | None) -> list[str] | None:
 
 
 COMMANDS = {"campaign": cmd_campaign}
-
-
-def _holds_no_files(folder) -> bool:
-    """A virtual file system (/proc, /sys): no disk under it, so no result file can be made there."""
-    try:
-        return shutil.disk_usage(folder).total == 0
-    except OSError:
-        return False

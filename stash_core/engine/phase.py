@@ -47,14 +47,12 @@ def run_phase(
     record["name"] = plan.name
     if plan.nodes > 1 and remote is None:
         raise UsageError(f"{plan.name} spreads workers over {plan.nodes} machines: use --hosts or --cluster")
-    job = script_job(plan, spec) if spec.script else job_for(plan, spec, data)
+    job = script_job(plan, spec) if spec.script else job_for(plan, spec, data, remote)
     job[protocol.TOKEN_KEY] = token = protocol.new_token()  # what the code run prints is never a message
     if paired:
         job["paired"] = paired
     if remote is not None:
         job["cpu_cores"] = None  # this machine's cores say nothing of the hosts' (they have --cpu-sets)
-        if not spec.script and spec.cluster != "emulated":  # other machines: a relative model file is found
-            job["model"] = spec.model  # from each host's --workdir (a checkout there), as it was typed
     if plan.data != "synthetic" and (data.files or not spec.script):
         if remote is None:
             try:
@@ -152,11 +150,15 @@ def empty_telemetry() -> dict:
     return {"interval_s": None, "gpu_status": None, "t_s": [], "metrics": {}}
 
 
-def job_for(plan: PhasePlan, spec: ProfileSpec, data: DataSetup) -> WorkerJob:
+def job_for(
+    plan: PhasePlan, spec: ProfileSpec, data: DataSetup, remote: RemoteHosts | None = None
+) -> WorkerJob:
+    # A model file: the one this process checked, by its absolute path where the workers share this
+    # machine's files (an emulated node's start in another folder); hosts over ssh find it from --workdir.
+    on_this_machine = remote is None or spec.cluster == "emulated"
     return {
         "phase": plan.name,
-        "model": absolute_model_ref(spec.model),  # the file this process checked (an emulated node's worker
-        # starts in another folder of this machine)
+        "model": absolute_model_ref(spec.model) if on_this_machine else spec.model,
         "num_classes": spec.num_classes,
         "input_shape": spec.input_shape,
         "find_unused_parameters": spec.find_unused_parameters,

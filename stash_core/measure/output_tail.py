@@ -7,7 +7,7 @@ import collections
 import re
 import time
 
-STDERR_TAIL_LINES = 20
+TAIL_LINES = 20
 TAIL_LINE_CHARS = 2000  # of each kept line, its end: a progress line written without a line end grows
 LINE_END = re.compile(r"(\r\n|\r|\n)")
 
@@ -19,7 +19,7 @@ class OutputTail:
 
     def __init__(self, stream) -> None:
         self.stream = stream
-        self.lines: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
+        self.lines: collections.deque[str] = collections.deque(maxlen=TAIL_LINES)
         self.partial = ""
         self.redrawn = False  # the last kept line ended with "\r": the next one is drawn over it
         self.written_at = 0.0  # time.monotonic() of its last write: which of two streams spoke last

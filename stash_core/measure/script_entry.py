@@ -6,7 +6,7 @@ It installs the instrumentation (script_hooks.py), then runs the script as __mai
 nothing in the script changes, and a script that works under torchrun works here. The run ends at the
 stopping rule (script_stop.py), or when the script ends by itself. Rank 0 prints the result as worker.py
 does (STASH-RESULT); any failure is one STASH-ERROR line naming what happened, with the last lines the
-script wrote to stderr.
+script wrote to stderr and stdout.
 """
 
 from __future__ import annotations
@@ -56,8 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     # The protocol and the failure report write to copies of stdout and stderr, so that a script that
     # closes its own (sys.stdout.close(), os.close(1)) or replaces it still has its progress, error and result
     # reported, and its output's tail holds its own lines only.
-    _PROTOCOL[0] = _private_copy(sys.stdout)
-    protocol.use_stream(_PROTOCOL[0])
+    protocol.use_stream(_private_copy(sys.stdout))
     stderr = OutputTail(_private_copy(sys.stderr))
     sys.stderr = stderr
     _STDOUT_TAIL[0] = sys.stdout = OutputTail(sys.stdout)  # a hang's last words are often a print's
@@ -131,7 +130,7 @@ def conclude(rank: int, stderr: OutputTail, measure, wind_up) -> int:
         result["resident_fraction_start"] = fraction
         if opens is not None:
             result["script"]["data_dir_opens"] = opens
-        protocol.emit("RESULT", result, stream=_PROTOCOL[0])
+        protocol.emit("RESULT", result)
     return 0
 
 
@@ -306,7 +305,7 @@ def start_watchdog(job: WorkerJob, clock: StepClock, rank: int, stderr: OutputTa
 
     def fail(message: str, hung: bool = False) -> None:
         # a hang's last words say where it waits ("downloading the data set...", "waiting for the server")
-        said = last_words(stderr, *[tail for tail in _STDOUT_TAIL if tail is not None]) if hung else ""
+        said = last_words(stderr, _STDOUT_TAIL[0]) if hung else ""
         emit_error(rank, message + said, stderr)
         REAL_EXIT(3)  # torchrun ends the other ranks; the launcher ends the whole process tree
 
@@ -330,16 +329,14 @@ def start_watchdog(job: WorkerJob, clock: StepClock, rank: int, stderr: OutputTa
 
 def emit_error(rank: int, message: str, stderr: OutputTail) -> None:
     stdout = _STDOUT_TAIL[0]
-    for stream in (stderr, stdout) if stdout is not None else (stderr,):
+    for stream in (stderr, stdout):
         with contextlib.suppress(OSError, ValueError):  # the script's closed stdout: its lines are kept
             stream.flush()
-    tails = {"stderr_tail": stderr.tail(), "stdout_tail": stdout.tail() if stdout is not None else []}
-    protocol.emit("ERROR", {"message": f"rank {rank} ({socket.gethostname()}): {message}", **tails},
-                  stream=_PROTOCOL[0])  # fmt: skip
+    tails = {"stderr_tail": stderr.tail(), "stdout_tail": stdout.tail()}
+    protocol.emit("ERROR", {"message": f"rank {rank} ({socket.gethostname()}): {message}", **tails})
 
 
-_PROTOCOL: list = [None]  # the stream of protocol lines (None: sys.stdout), set by main
-_STDOUT_TAIL: list = [None]  # the script's stdout with its last lines, set by main
+_STDOUT_TAIL: list = [None]  # the script's stdout with its last lines, set by main before anything can fail
 
 
 def _private_copy(stream):

@@ -200,7 +200,7 @@ def test_a_profile_refused_for_a_full_disk_stops_the_campaign(tmp_path, monkeypa
     full = SimpleNamespace(free=1024, total=1 << 40)
     monkeypatch.setattr(profile_flow.shutil, "disk_usage", lambda folder: full)
     with pytest.raises(DiskFull) as refused:
-        profile_flow._refuse_full_disk(tmp_path)
+        profile_flow.refuse_full_disk(tmp_path)
     settings = CampaignSettings(db_path=tmp_path / "c.duckdb")
     plan = plan_campaign(["resnet10", "resnet12"], [8], [2], [1], instance="lab")
     runner = FakeRunner(fail={"resnet10", "resnet12"}, exit_code=1, error=str(refused.value))

@@ -407,7 +407,7 @@ def test_the_stderr_tail_stays_small_however_much_progress_the_script_writes() -
     import io
 
     from stash_core.measure import output_tail
-    from stash_core.measure.output_tail import STDERR_TAIL_LINES, OutputTail
+    from stash_core.measure.output_tail import TAIL_LINES, OutputTail
 
     tail = OutputTail(io.StringIO())
     tail.write("loading data\n")
@@ -423,7 +423,7 @@ def test_the_stderr_tail_stays_small_however_much_progress_the_script_writes() -
     kept_chars = getattr(output_tail, "TAIL_LINE_CHARS", None)
     assert kept_chars is not None and tail.tail()[-1] == "x" * kept_chars
     tail.write("".join(f"line {n}\n" for n in range(100)))
-    assert tail.tail()[-1] == "line 99" and len(tail.tail()) == STDERR_TAIL_LINES
+    assert tail.tail()[-1] == "line 99" and len(tail.tail()) == TAIL_LINES
 
 
 def test_a_script_that_ends_within_the_warm_up_fails_with_one_line_and_no_nan(tmp_path) -> None:
