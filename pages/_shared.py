@@ -25,6 +25,7 @@ import streamlit as st
 
 from stash_core import containment, units, views
 from stash_core.errors import StashError, UsageError
+from stash_core.exits import corruption_line, is_database_corruption
 from stash_core.pathargs import default_db_text
 from stash_core.units import finite_float, share_at_an_end, usd_words
 from stash_core.views.common import in_page_words, plain
@@ -90,7 +91,7 @@ def database_setting() -> Path | None:
             st.error(plain(exc), icon=":material/error:")
             return None
         if path.exists():
-            st.caption(f":material/database: {plain(path.name)} · {_size_text(path.stat().st_size)}")
+            st.caption(f":material/database: {plain(path.name)} · {units.size_words(path.stat().st_size)}")
         elif not os.access(path.parent, os.W_OK | os.X_OK):  # a folder missing, or not this user's to write
             st.warning(f"{plain(path)} cannot be created: its folder is missing or not writable")
         else:
@@ -119,14 +120,6 @@ def current_db() -> Path:
     """The database the sidebar chose (falls back to the default when a page runs on its own)."""
     text = st.session_state.get("stash_db_path")
     return Path(text) if text else views.common.resolve_db_path(None)
-
-
-def _size_text(size_bytes: int) -> str:
-    for unit in ("bytes", "KB", "MB", "GB"):
-        if size_bytes < 1000 or unit == "GB":
-            return f"{size_bytes:.0f} {unit}" if unit == "bytes" else f"{size_bytes:.1f} {unit}"
-        size_bytes /= 1000
-    return ""
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -193,8 +186,11 @@ def page_guard(words: dict[str, str] | None = None) -> Iterator[None]:
         yield
     except StashError as exc:
         st.error(plain(in_page_words(str(exc), words)), icon=":material/error:")
-    except Exception as exc:  # a bug: keep the page usable, put the details in the server log
-        LOG.exception("dashboard page failed")
+    except Exception as exc:
+        if is_database_corruption(exc):  # damage the open-time checks did not read: the way out, not a bug
+            st.error(plain(in_page_words(corruption_line(exc), words)), icon=":material/error:")
+            return
+        LOG.exception("dashboard page failed")  # a bug: keep the page usable, the details in the server log
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         st.error(
             f"Something went wrong on this page: {type(exc).__name__}{': ' + text if text else ''}. "

@@ -115,10 +115,7 @@ def _failed(error: Exception, json_errors: bool = False) -> int:
     elif is_database_corruption(error):
         # a damaged block read after the open-time checks passed: before the write failures, as DuckDB 1.x
         # raises it as an IOException
-        line, status = (
-            f"the database is corrupt ({one_line(error)}): restore it from a copy, or store the result files "
-            "again into a new one (stash ingest results/*.json --db NEW.duckdb)"
-        ), 2
+        line, status = corruption_line(error), 2
     elif is_database_io_error(error):
         # DuckDB could not write (a full disk at commit or checkpoint): its transaction left the file as it
         # was; the machine's problem, so exit 1 with one line.
@@ -228,6 +225,14 @@ def is_database_corruption(error: BaseException) -> bool:
     """DuckDB's error for a block whose checksum does not match (damage the open did not read)."""
     kind = type(error)
     return kind.__module__.lstrip("_").startswith("duckdb") and "Corrupt database file" in str(error)
+
+
+def corruption_line(error: BaseException) -> str:
+    """What to do about a corrupt database (is_database_corruption), in one line."""
+    return (
+        f"the database is corrupt ({one_line(error)}): restore it from a copy, or store the result files "
+        "again into a new one (stash ingest results/*.json --db NEW.duckdb)"
+    )
 
 
 def refuse_undecodable(argv: list[str]) -> None:
