@@ -26,7 +26,7 @@ from stash_core.units import duration_words
 from stash_core.views.common import in_page_words, plain
 from stash_core.views.recommend import RecommendRequest
 
-PRECISIONS = ["fp32", "tf32", "amp"]
+PRECISIONS = ["pytorch", "fp32", "tf32", "amp"]
 
 
 def request_key() -> str:
@@ -66,7 +66,9 @@ def request_form() -> RecommendRequest | None:
         )  # fmt: skip
         precision = first[2].selectbox(
             "Precision", PRECISIONS, key="rec-precision", persist_state="session",
-            help="fp32; tf32 (Ampere and later); amp: mixed precision (FP16/BF16 tensor cores)",
+            help="pytorch: as PyTorch trains the model when the job sets none (tf32 for convolutions and "
+            "recurrent layers on Ampere and later, else fp32); fp32; tf32 (Ampere and later); amp: mixed "
+            "precision (FP16/BF16 tensor cores)",
         )  # fmt: skip
         epochs = first[3].number_input(
             "Epochs", min_value=0.1, value=90.0, step=1.0, format="%g", key="rec-epochs",

@@ -44,7 +44,7 @@ def recommend(
     dataset_samples: int | None = None,
     input_shape: tuple[int, ...] | list[int] | str | None = None, budget_hours: float | None = None,
     max_usd: float | None = None, spot: bool = False, instances: list[str] | str | None = None,
-    max_instances: int = 4, precision: str = "fp32", memory_format: str = "nchw",
+    max_instances: int = 4, precision: str = "pytorch", memory_format: str = "nchw",
     optimizer: str | None = None, optimizer_impl: str = "foreach", attention: str = "fused",
     db: Path | str | None = None,
 ) -> Recommendation:  # fmt: skip

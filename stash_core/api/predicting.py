@@ -39,7 +39,7 @@ def predict(
     workers_per_instance: int | None = None,
     max_instances: int = 1,
     gpu: list[str] | str | None = None,
-    precision: str = "fp32",
+    precision: str = "pytorch",
     memory_format: str = "nchw",
     optimizer: str | None = None,
     optimizer_impl: str = "foreach",
@@ -60,7 +60,8 @@ def predict(
         max_instances: also 2..N instances of each type (1: one of each).
         gpu: only instances with these GPUs (names as NVML, SkyPilot or datasheets give them); with `model`
             only: refused with `script_run`, whose instances `instances` names.
-        precision: "fp32", "tf32" or "amp".
+        precision: "pytorch" (PyTorch's own for the model: tf32 where convolutions or recurrent layers do
+            most of its matrix work, else fp32), "fp32", "tf32" or "amp".
         memory_format, optimizer, optimizer_impl, attention: how the job trains, as the step model tells
             it apart ("nchw"/"channels_last"; "sgd"/"adamw"/"rmsprop"; "foreach"/"fused"/"loop";
             "fused"/"eager").

@@ -52,7 +52,9 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
         "--gpu", type=comma_list(identifier, 100), default=None,
         help="only instances with this GPU (comma list; names as NVML, SkyPilot or datasheets give them)",
     )  # fmt: skip
-    pred.add_argument("--precision", choices=("fp32", "tf32", "amp"), default="fp32", help=PRECISION_HELP)
+    pred.add_argument(
+        "--precision", choices=("pytorch", "fp32", "tf32", "amp"), default="pytorch", help=PRECISION_HELP
+    )
     pred.add_argument(
         "--rows", type=rows_shown, default=DEFAULT_ROWS,
         help="table rows shown, in order ('all' for every one); JSON has every row",
@@ -230,6 +232,8 @@ def workers_cell(row: dict) -> str:
 
 
 def _header(request: dict, errors: dict) -> list[str]:
+    from stash_core.decide.predict.profile_arithmetic import precision_words
+
     shape = request.get("input_shape")
     shape = f", input {'x'.join(str(size) for size in shape)}" if shape else ""
     workers = request.get("workers_per_instance") or "all GPUs"
@@ -238,14 +242,15 @@ def _header(request: dict, errors: dict) -> list[str]:
         batch = request["batch_size"] or "unknown"
         return [
             f"script {request['model']} (run {request['script_run']} on {request['measured_on']}), batch "
-            f"{batch} per worker, {request['precision']}, {per_instance}; compute scaled by the GPU ratio (the "
+            f"{batch} per worker, {precision_words(request)}, {per_instance}; compute scaled by the GPU "
+            "ratio (the "
             f"GPUs' {request['precision']} matrix peaks and memory bandwidths, blended as fitted on "
             "published pairs); ±err: the held-out error of that scaling between GPUs on published figures in "
             "the row's batch regime (a GPU's own where it runs wider); ±comm: the held-out error of the "
             "step's communication on several GPUs, a share of the step; memory not checked"
         ]
     return [
-        f"{request['model']}, batch {request['batch_size']} per worker{shape}, {request['precision']}, "
+        f"{request['model']}, batch {request['batch_size']} per worker{shape}, {precision_words(request)}, "
         f"{request['habits'] + ', ' if request.get('habits') else ''}{per_instance}; ±err: the held-out "
         "error of each row's compute path and batch regime on "
         "published figures it was not fitted to (its GPU's own where that runs wider); ±comm: the held-out "

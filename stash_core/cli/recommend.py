@@ -44,7 +44,9 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
         type=parse_input_shape,
         help="one sample: C,H,W for images or a sequence length for tokens (default: the model's)",
     )
-    rec.add_argument("--precision", choices=("fp32", "tf32", "amp"), default="fp32", help=PRECISION_HELP)
+    rec.add_argument(
+        "--precision", choices=("pytorch", "fp32", "tf32", "amp"), default="pytorch", help=PRECISION_HELP
+    )
     add_job_arguments(rec)
     rec.add_argument("--epochs", required=True, type=positive_real(1e6), help="epochs to train")
     rec.add_argument(

@@ -53,7 +53,7 @@ class RecommendRequest:
     spot: bool = False
     instances: tuple[str, ...] | None = None
     max_instances: int = DEFAULT_MAX_INSTANCES
-    precision: str = "fp32"
+    precision: str = "pytorch"  # PyTorch's own for the model (profile_arithmetic.default_precision)
     input_shape: tuple[int, ...] | None = None  # one sample; None: the model's default
     memory_format: str = "nchw"  # the job's habits (decide/predict/job.py)
     optimizer: str | None = None

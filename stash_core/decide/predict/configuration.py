@@ -26,7 +26,9 @@ from stash_core.decide.predict.features import default_optimizer, run_precision
 from stash_core.decide.predict.memory import memory_check
 from stash_core.decide.predict.network import CommTime, comm_note, comm_time
 from stash_core.decide.predict.profile_arithmetic import (
+    DEFAULT_PRECISION,
     cudnn_share,
+    default_precision,
     machine_name,
     profile_accelerator,
     profile_precisions,
@@ -115,6 +117,12 @@ class Predictor:
             layout_kind(self.cost.kind, self.cost.input_shape), self.default_optimizer, self.attends
         )
         self._input_given = bool(input_shape)
+        # the job's arithmetic as PyTorch leaves it, unless asked for one; why, for the output to restate
+        self.precision_why: str | None = None
+        # PyTorch's defaults are what every profile ran (Stash's workers leave them): each holds for the job
+        self.default_arithmetic = precision == DEFAULT_PRECISION
+        if self.default_arithmetic:
+            precision, self.precision_why = default_precision(self.cost)
         # a model built in 16 bits trains on the 16-bit units whatever precision is asked (features.py)
         precision = run_precision(self.cost, precision)
         self.model, self.batch_size, self.catalog, self.precision = model, batch_size, catalog, precision
@@ -267,7 +275,7 @@ class Predictor:
 
     def _same_model(self) -> list[dict[str, Any]]:
         """Profiles of this model at this batch size, input shape and precision (profile_arithmetic.py)."""
-        return [row for row in self._same_work() if self.precision in self._ran_in(row)]
+        return [row for row in self._same_work() if self._holds(row)]
 
     def set_aside(self) -> list[str]:
         """A line for each stored profile of this model, batch and input shape that measured another
@@ -276,8 +284,11 @@ class Predictor:
             f"profile {row['run_id']} on {machine_name(row['instance'])}: set aside, it ran in "
             f"{ran_as(self._ran_in(row))} and the job trains in {self.precision}"
             for row in self._same_work()
-            if self.precision not in self._ran_in(row)
+            if not self._holds(row)
         ]
+
+    def _holds(self, row: dict[str, Any]) -> bool:
+        return self.default_arithmetic or self.precision in self._ran_in(row)
 
     def _same_work(self) -> list[dict[str, Any]]:
         if not self.profiles:

@@ -85,7 +85,7 @@ def cpu_profiles(
     out, as `recommend` leaves them out. `stored`: measured_profiles of the predictor's model and batch."""
     names = {name for name, row in catalog.items() if (row.get("accelerator_count") or 0) <= 0}
     # a model built in 16 bits ran in its own precision, whatever the job asks (features.run_precision)
-    as_built = predictor.precision == "fp32" or predictor.cost.half_weights
+    as_built = predictor.precision == "fp32" or predictor.default_arithmetic or predictor.cost.half_weights
     job_as_profiled = as_built and predictor.job.is_default(predictor.default_optimizer)
     if not names or not job_as_profiled or stored.empty:
         return {}, []

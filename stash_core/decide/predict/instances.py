@@ -23,6 +23,7 @@ from stash_core.catalog.unknown_names import unknown_names_note
 from stash_core.cells import plain_row
 from stash_core.decide.predict.configuration import ConfigPrediction, Predictor
 from stash_core.decide.predict.cpu_rows import cpu_instance_rows, cpu_profiles, off_their_gpus
+from stash_core.decide.predict.profile_arithmetic import DEFAULT_PRECISION
 from stash_core.decide.predict.profile_checks import profiles_that_hold
 from stash_core.decide.predict.script import ScriptPredictor, refuse_profiled_script, script_run
 from stash_core.decide.predict.validation import expected_errors
@@ -174,8 +175,10 @@ def whole_catalog(
 
 
 def check_precision(precision: str) -> None:
-    if precision not in PRECISIONS:
-        raise UsageError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+    if precision not in (DEFAULT_PRECISION, *PRECISIONS):
+        raise UsageError(
+            f"precision must be one of {', '.join((DEFAULT_PRECISION, *PRECISIONS))}, got {precision!r}"
+        )
 
 
 def predictor_for(
@@ -229,7 +232,8 @@ def predict_instances(
     )
     request = {
         "model": model, "batch_size": batch_size, "input_shape": list(predictor.cost.input_shape),
-        "precision": predictor.precision_label, "workers_per_instance": workers_per_instance or "all GPUs",
+        "precision": predictor.precision_label, "precision_why": predictor.precision_why,
+        "workers_per_instance": workers_per_instance or "all GPUs",
         "max_instances": max_instances, **predictor.job.to_json(
             layout_kind(predictor.cost.kind, predictor.cost.input_shape), predictor.default_optimizer,
             predictor.attends,
@@ -256,12 +260,16 @@ def predict_script_run(
     """predict_instances for a profiled script: its run's compute scaled by the GPUs' ratio (script.py);
     UsageError when the run cannot be a base (not a script, not on a GPU, its GPU not in the table)."""
     check_precision(precision)
+    why = None
+    if precision == DEFAULT_PRECISION:  # a script's operators are not counted: its share of cuDNN unknown
+        precision, why = "fp32", "a script's arithmetic is not counted: FP32; --precision tf32 for a CNN's"
     catalog = catalog_rows(db_path, instances)
     base = script_run(db_path, run_id, whole_catalog(db_path, catalog))
     predictor = ScriptPredictor(base, catalog, precision)
     frame, refused = prediction_rows(predictor, catalog, base.batch_size, workers_per_instance, max_instances)
     request = {
         "model": base.name, "batch_size": base.batch_size, "input_shape": None, "precision": precision,
+        "precision_why": why,
         "workers_per_instance": workers_per_instance or "all GPUs", "max_instances": max_instances,
         "script_run": base.run_id, "measured_on": base.accelerator.name,
     }  # fmt: skip

@@ -19,6 +19,22 @@ from stash_core.decide.predict.step_types import StepCost
 
 # a step whose cuDNN operators do at least this share of its matrix work ran, as profiled, at the TF32 rate
 CUDNN_MAJORITY = 0.5
+DEFAULT_PRECISION = "pytorch"  # --precision's default: PyTorch's own arithmetic, where the job sets none
+
+
+def default_precision(cost: StepCost | None) -> tuple[str, str]:
+    """The precision PyTorch trains a step in when the job sets none, and why, as a profile measures it:
+    tf32 where cuDNN does most of the matrix work (a GPU without TF32 units runs it on its FP32 cores), else
+    fp32, also for a step that cannot be counted (a model known only by its profiles)."""
+    if cost is not None and cudnn_share(cost) >= CUDNN_MAJORITY:
+        return "tf32", "PyTorch's default for its convolutions and recurrent layers, where the GPU has TF32"
+    return "fp32", "PyTorch's default for its matrix products"
+
+
+def precision_words(request: dict[str, Any]) -> str:
+    """The precision a prediction's request restates: 'tf32 (PyTorch's default ...)' where none was given."""
+    why = request.get("precision_why")
+    return f"{request.get('precision', 'fp32')}{f' ({why})' if why else ''}"
 
 
 def cudnn_share(cost: StepCost) -> float:

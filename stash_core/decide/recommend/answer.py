@@ -16,7 +16,9 @@ from stash_core.decide.predict.configuration import HALF_WEIGHTS, profile_shape
 from stash_core.decide.predict.cpu_rows import off_their_gpus
 from stash_core.decide.predict.instances import all_catalog_rows, check_precision, note_list, refusal_json
 from stash_core.decide.predict.profile_arithmetic import (
+    DEFAULT_PRECISION,
     cudnn_share,
+    default_precision,
     machine_name,
     profile_accelerator,
     profile_precisions,
@@ -27,7 +29,13 @@ from stash_core.decide.predict.step_cost import calls_attention
 from stash_core.decide.recommend.candidates import OptionPlanner
 from stash_core.decide.recommend.costs import STALL_NAMES, RentalJob, communication_unmeasured
 from stash_core.decide.recommend.explain import explanations, infeasible_reason, stale_prices
-from stash_core.decide.recommend.job_model import built_in_16_bits, check_model, job_shapes, model_kind
+from stash_core.decide.recommend.job_model import (
+    built_in_16_bits,
+    check_model,
+    counted_step,
+    job_shapes,
+    model_kind,
+)
 from stash_core.decide.recommend.pareto import rank_options
 from stash_core.errors import UsageError
 from stash_core.habits import TrainingJob, layout_kind, optimizer_name
@@ -158,11 +166,16 @@ def recommend(
     # one line for a habit the model cannot have
     habits.check(layout_kind(kind, shape), optimizer_name(kind), attends)
     pricing = "spot" if spot else "on_demand"
+    why = None
+    default_arithmetic = precision == DEFAULT_PRECISION  # PyTorch's, as predict restates it
+    if default_arithmetic:
+        precision, why = default_precision(counted_step(model, batch_size, shape if input_shape else None))
     request = {
         "model": model,
         "batch_size": batch_size,
         "input_shape": None if shape is None else list(shape),
         "precision": precision,
+        "precision_why": why,
         "workers_per_instance": "all GPUs",  # one worker per GPU; the key predict's job has
         "epochs": epochs,
         "dataset_images": dataset_images,
@@ -179,6 +192,8 @@ def recommend(
     measured, on_cpus = off_their_gpus(measured, everything)
     set_aside += on_cpus
     ran = _profile_precisions(model, batch_size, shape if input_shape else None, everything)
+    if default_arithmetic:  # every profile ran PyTorch's defaults (Stash's workers leave them): each holds
+        ran = lambda row: (precision,)  # noqa: E731
     if built_in_16_bits(model, batch_size, shape if input_shape else None):
         # it trains in its own precision whatever is asked, and so did each of its profiles (as predict says)
         request["precision"] = HALF_WEIGHTS
@@ -192,7 +207,8 @@ def recommend(
     measured = measured.drop(columns="_unmeasured").reset_index(drop=True)
     measured = measured.drop_duplicates(["instance", "workers_per_node", "nodes"], keep="first")
     given = shape if input_shape else None  # the model's default needs no flag in the hints
-    job = RentalJob(model, batch_size, float(epochs), dataset_images, pricing, precision, given, habits)
+    asked = DEFAULT_PRECISION if default_arithmetic else precision  # the predictor resolves it as above
+    job = RentalJob(model, batch_size, float(epochs), dataset_images, pricing, asked, given, habits)
     planner = OptionPlanner(db_path, job, catalog, measured, set_aside=len(set_aside))
     for name, instance in catalog.items():
         planner.add_instance_options(name, instance, max_instances)

@@ -62,7 +62,7 @@ class RentalJob:
     epochs: float
     dataset_images: int
     pricing: str  # "on_demand" | "spot"
-    precision: str = "fp32"  # "fp32" | "tf32" | "amp"
+    precision: str = "fp32"  # "fp32" | "tf32" | "amp" | "pytorch" (PyTorch's own for the model)
     input_shape: tuple[int, ...] | None = None  # one sample; None: the model's default
     habits: TrainingJob = field(default_factory=TrainingJob)  # memory format, optimizer, attention
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pandas as pd
 
+from stash_core.decide.predict.profile_arithmetic import precision_words
 from stash_core.decide.recommend.costs import STALL_NAMES, step_error
 from stash_core.units import duration_words, finite_float, usd_words, usd_words_apart
 
@@ -19,7 +20,7 @@ def job_headline(request: dict[str, Any]) -> str:
     shape_text = f", input {'x'.join(str(size) for size in shape)}" if shape else ""
     head = (
         f"{request['model']}, batch {request['batch_size']} per worker{shape_text}, "
-        f"{request.get('precision', 'fp32')}, {request['habits'] + ', ' if request.get('habits') else ''}"
+        f"{precision_words(request)}, {request['habits'] + ', ' if request.get('habits') else ''}"
         f"one worker per GPU, {epochs_words(request['epochs'])} of "
         f"{request['dataset_images']:,} samples, {pricing} prices"
     )

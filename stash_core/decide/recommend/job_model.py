@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from stash_core.decide.predict.script import refuse_profiled_script
-from stash_core.decide.predict.step_cost import model_input, step_cost
+from stash_core.decide.predict.step_cost import StepCost, model_input, step_cost
 from stash_core.errors import UsageError
 from stash_core.habits import TrainingJob
 from stash_core.store.reads import stored_model_counts
@@ -66,7 +66,14 @@ def built_in_16_bits(model: str, batch_size: int, shape: tuple[int, ...] | None)
     asked: features.run_precision); the zoo's are FP32, and one known only by its profiles is taken so."""
     if ":" not in model:
         return False
+    cost = counted_step(model, batch_size, shape)
+    return bool(cost and cost.half_weights)
+
+
+def counted_step(model: str, batch_size: int, shape: tuple[int, ...] | None) -> StepCost | None:
+    """The job's step, counted once a process (step_cost's cache); None for a model known only by its
+    profiles."""
     try:
-        return step_cost(model, batch_size, shape).half_weights
+        return step_cost(model, batch_size, shape)
     except UsageError:
-        return False
+        return None

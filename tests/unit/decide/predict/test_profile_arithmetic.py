@@ -130,7 +130,7 @@ def test_predict_says_which_stored_profile_of_the_job_it_set_aside_and_why(tmp_p
     assert fp32.to_json()["profiles_set_aside"] == fp32.profiles_set_aside
     assert predict_instances(db, "resnet18", 8, precision="tf32", **asked).profiles_set_aside == []
     argv = ["predict", "--model", "resnet18", "--batch-size", "8", "--input-shape", "3,64,64",
-            "--instances", "a2-highgpu-1g", "--db", str(db)]  # fmt: skip
+            "--instances", "a2-highgpu-1g", "--precision", "fp32", "--db", str(db)]  # fmt: skip
     assert main(argv) == 0
     out = capsys.readouterr().out
     assert "stored profiles of this job set aside (1):" in out and line in out
@@ -245,3 +245,26 @@ def test_a_model_known_only_by_profiles_all_set_aside_is_not_said_to_have_none(t
     assert answer.excluded[0].startswith(
         "g4dn.xlarge: no profile that stands for this job (1 set aside, each said with why) and no prediction"
     )
+
+
+def test_by_default_a_job_trains_as_pytorch_leaves_it_and_every_profile_of_it_holds(tmp_path):
+    """A CNN's convolutions run in TF32 on an A100 unless the job turns that off: predicted so by default (it
+    was predicted in FP32 throughout, about twice as slow there), and its profile on one holds; a
+    transformer's matrix products stay in FP32."""
+    db = tmp_path / "r.duckdb"
+    run_id = _gpu_profile(db, "resnet18", "a2-highgpu-1g", "NVIDIA A100-SXM4-40GB", 0.05)
+    asked = dict(instances=["a2-highgpu-1g"], workers_per_instance=1, input_shape=(3, 64, 64))
+    default = predict_instances(db, "resnet18", 8, precision="pytorch", **asked)
+    assert default.request["precision"] == "tf32" and "PyTorch's default" in default.request["precision_why"]
+    assert default.profiles_set_aside == [] and run_id in default.frame["basis"].iloc[0]
+    on_fp32 = predict_instances(tmp_path / "none.duckdb", "resnet18", 8, precision="fp32", **asked)
+    on_tf32 = predict_instances(tmp_path / "none.duckdb", "resnet18", 8, precision="tf32", **asked)
+    unmeasured = predict_instances(tmp_path / "none.duckdb", "resnet18", 8, precision="pytorch", **asked)
+    assert unmeasured.frame["iteration_s"].iloc[0] == on_tf32.frame["iteration_s"].iloc[0]
+    assert on_tf32.frame["iteration_s"].iloc[0] < on_fp32.frame["iteration_s"].iloc[0]
+    assert on_fp32.request["precision_why"] is None  # asked for, so not explained
+    bert = predict_instances(tmp_path / "none.duckdb", "bert_base", 8, ["a2-highgpu-1g"], precision="pytorch")
+    assert bert.request["precision"] == "fp32" and "matrix products" in bert.request["precision_why"]
+    shape = (3, 64, 64)
+    answer = recommend(db, "resnet18", 8, 1, 1000, budget_hours=1, input_shape=shape, precision="pytorch")
+    assert answer.request["precision"] == "tf32" and not answer.profiles_set_aside
