@@ -38,6 +38,9 @@ refused with one line naming them, and so is a probe id stored with other figure
 
 This document is a public interface: people query the tables directly (DuckDB CLI, Python, the SQL page of the
 dashboard, exports). Columns are only added or changed together with a new schema version and a migration.
+The file is written by DuckDB 2.0 (requirements.txt pins it) in its storage format: DuckDB 2.0 or newer reads
+it; 1.x refuses it ("Trying to read a database file with version number 999"); `stash export` writes
+Parquet, CSV or JSON for other readers.
 
 Conventions used everywhere:
 
@@ -48,6 +51,9 @@ Conventions used everywhere:
   step's time (every rank's steps add up to the same wall time; runs of Stash 0.1 hold the slowest rank's,
   above it by the ranks' jitter).
 - `_ci95_s` is the half-width of a 95 % confidence interval in seconds: the true value lies in `x ± ci95`.
+  A phase timed in several launches (rounds, the default) has the mean of its launches' means as `mean_s`
+  and an interval over the launches, as every stall pairs them: not the mean and spread of its
+  `iterations` rows, which hold every launch's iterations together (docs/profiling.md).
 - `_share` is a fraction of the realistic iteration time `iteration_s` of the same run: 0..1 for a stall
   that fits in the iteration, above 1 or below 0 where a differential run came out so (status `negative`,
   or stalls that add up past the iteration: the run's warnings say why).
@@ -68,7 +74,9 @@ database.
 
 If you query the database yourself while Stash may be writing, open it read-only
 (`duckdb.connect("results.duckdb", read_only=True)`) and close it soon; a long-lived connection of yours
-blocks `stash` ingests for as long as it is open. In the same Python process (a notebook), Stash's
+blocks `stash` ingests for as long as it is open. While Stash writes, your own `duckdb.connect` fails at
+once with DuckDB's "Could not set lock on file" (it does not wait as Stash's own reads do: retry after a
+moment, or read through `stash_core.store.connect`, which waits up to 10 s). In the same Python process (a notebook), Stash's
 reads (`stash_core.runs`, `stash_core.breakdown`) share such a connection; a write (an ingest, a profile)
 cannot, and says so at once: close your connection first.
 
