@@ -194,6 +194,11 @@ def cmd_spot_fit_loss(args: argparse.Namespace) -> int:
             f"the loss fit gives g4 = {fit.g[3]:.4g} < 0, which the planner cannot use for one worker: "
             f"record curves with 1 worker too; {kept}"
         )
+    if fit.g[0] < 0:  # the planner refuses it: eq. 3 divides by j + g1, from iteration 0
+        raise UsageError(
+            f"the loss fit gives g1 = {fit.g[0]:.4g} < 0, which the planner cannot use (eq. 3 divides by "
+            f"j + g1 from iteration 0): record the curves from the training's start; {kept}"
+        )
     update_workload(args.workload, {"g": list(fit.g), "loss_fit": {**fit.as_dict(), "source": str(args.csv)}})
     if args.json:
         print(json_text(report, indent=2))

@@ -281,3 +281,21 @@ def test_a_workload_file_is_not_written_over_a_databases_write_ahead_log(tmp_pat
     loss_csv = _loss_csv(tmp_path / "loss.csv")
     assert main(["spot-fit-loss", "--csv", str(loss_csv), "--workload", str(log)]) == 2
     assert "is the write-ahead log of the database" in capsys.readouterr().err and not log.exists()
+
+
+def test_fit_loss_does_not_write_a_negative_g1_the_planner_would_refuse(tmp_path, capsys):
+    """Curves logged from iteration 1,000 on fit g1 = -285 (j + g1 > 0 wherever they were measured): it was
+    written, and `stash spot` then refused the workload."""
+    g = (-285.0, -0.2, 300.0, 1.0, 0.5)
+    lines = ["iteration,loss,batch_size,workers"]
+    for b in (64, 128, 256):
+        for n in (1, 2, 4):
+            r = ((n - 1) / n) ** 0.5
+            lines += [f"{j},{(g[1] * b + g[2]) * ((r + g[3]) * n) ** 0.5 / (j + g[0]) + g[4]},{b},{n}"
+                      for j in range(1000, 7001, 500)]  # fmt: skip
+    (tmp_path / "loss.csv").write_text("\n".join(lines) + "\n")
+    workload = tmp_path / "w.json"
+    workload.write_text(json.dumps(WORKLOAD))
+    status = main(["spot-fit-loss", "--csv", str(tmp_path / "loss.csv"), "--workload", str(workload)])
+    _one_line(status, capsys.readouterr(), "record the curves from the training's start")
+    assert json.loads(workload.read_text()) == WORKLOAD
