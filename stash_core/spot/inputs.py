@@ -19,6 +19,7 @@ the instance. GPU counts and prices come from the instance catalog.
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 import os
@@ -53,6 +54,7 @@ def load_workload(path: Path) -> tuple[Workload, dict[str, Any]]:
     doc = read_user_json(path, "workload file", MAX_WORKLOAD_BYTES)
     if not isinstance(doc, dict):
         raise UsageError(f"workload file {path} must hold a JSON object")
+    _refuse_misspelt(doc)
     if "param_bytes" in doc:
         param_bytes = _number(doc, "param_bytes")
         _check_one_size(doc, param_bytes)
@@ -76,6 +78,15 @@ def load_workload(path: Path) -> tuple[Workload, dict[str, Any]]:
         contention_margin=_number(doc, "contention_margin") if "contention_margin" in doc else 0.0,
     )
     return workload, doc
+
+
+def _refuse_misspelt(doc: dict[str, Any]) -> None:
+    """A key that is nearly a workload field's name is a typo whose field would be left at its default (a
+    `contention_margn` planned without its margin); other keys are the file's own notes (`source`)."""
+    for key in doc.keys() - WORKLOAD_FIELDS:
+        close = difflib.get_close_matches(str(key), WORKLOAD_FIELDS, n=1, cutoff=0.8)
+        if close:
+            raise UsageError(f"workload file: unknown field {_short(key)}: did you mean {close[0]}?")
 
 
 def _check_one_size(doc: dict[str, Any], param_bytes: float) -> None:

@@ -29,6 +29,15 @@ def test_the_contention_margin_is_a_number_like_the_other_fields(tmp_path):
         _load(tmp_path, contention_margin=None)
 
 
+def test_a_misspelt_field_is_refused_and_a_note_kept(tmp_path):
+    """`contention_margn` planned without its margin, silently; a note of the file's own (`source`, as the
+    shipped example has) is kept."""
+    with pytest.raises(UsageError, match=r'^workload file: unknown field "contention_margn": did you mean '
+                                         r"contention_margin\?$"):
+        _load(tmp_path, contention_margn=0.03)
+    assert _load(tmp_path, source="measured on the lab's cluster").contention_margin == 0.0
+
+
 def test_a_400_digit_number_is_shown_short(tmp_path):
     with pytest.raises(UsageError) as raised:
         _load(tmp_path, a1=10**400)
