@@ -164,7 +164,9 @@ def format_prediction(result: Any, rows: int | None = DEFAULT_ROWS) -> str:
             "  compute/interconnect/network ms",
         ]
     from stash_core.cells import is_missing  # pandas: imported when a table is printed, not for --help
+    from stash_core.decide.predict.memory import NEAR_LIMIT
 
+    near_limit = False
     for row in records:
         parts = "/".join(
             fixed(row[f"{part}_s"] * 1e3, ".1f") for part in ("compute", "interconnect", "network")
@@ -177,6 +179,10 @@ def format_prediction(result: Any, rows: int | None = DEFAULT_ROWS) -> str:
             memory = "-"
         else:
             memory = f"{needed if needed != '-' else '?'}/{row['memory_gb']:g}"
+            # fits on paper, as memory.py marks it: the row's note says so, the table with a mark
+            needed_gb = row["memory_needed_gb"]
+            if not is_missing(needed_gb) and needed_gb > NEAR_LIMIT * row["memory_gb"]:
+                memory, near_limit = memory + "!", True
         speed = fixed(row["samples_per_s"], ",.0f")
         error = percent(row["expected_error"]) + ("*" if row.get("unvalidated") else "")
         comm = percent(row["comm_error"]) if row.get("workers", 1) > 1 else "-"
@@ -187,6 +193,9 @@ def format_prediction(result: Any, rows: int | None = DEFAULT_ROWS) -> str:
         )
     if len(shown) < len(result.frame):
         lines.append(f"  ... {len(result.frame) - len(shown):,} more rows (--rows all, or --format json)")
+    if near_limit:
+        lines.append(f"  ! near the GPU's memory (over {NEAR_LIMIT:.0%} of it): the allocator's fragmentation "
+                     "and the CUDA context, not counted, may not fit; a smaller batch is safer")  # fmt: skip
     if len(shown) and shown["unvalidated"].any():  # said where a row shown carries its mark
         lines.append("  * unvalidated: no held-out published figure of this GPU; its error is a wider guess")
     if len(shown) and (shown["source"].eq("measured") & shown["memory_gb"].isna()).any():  # a CPU profile's

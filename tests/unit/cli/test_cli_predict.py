@@ -96,6 +96,19 @@ def test_the_table_says_how_many_of_the_instances_gpus_are_used(tmp_path, capsys
     assert "one worker each (--workers-per-instance 1)" in out and "for fewer" not in out
 
 
+def test_a_batch_near_a_gpus_memory_is_marked_in_the_table_not_only_in_the_json(tmp_path, capsys):
+    """ResNet-50 at 280 needs 22.7 of a g5.xlarge's 24 GiB: its JSON row said "near the limit", its table row
+    nothing."""
+    ask = ["predict", "--model", "resnet50", "--batch-size", "280", "--instances", "g5.xlarge,p4d.24xlarge",
+           "--db", str(tmp_path / "x.duckdb")]  # fmt: skip
+    status, out, _ = run(capsys, *ask)
+    rows = {line.split()[2]: line for line in out.splitlines() if line.startswith("  1 x ")}
+    assert status == 0 and "22.7/24!" in rows["g5.xlarge"] and "22.7/40 " in rows["p4d.24xlarge"]
+    assert "  ! near the GPU's memory (over 90% of it)" in out
+    status, out, _ = run(capsys, *ask[:4], "64", *ask[5:])
+    assert status == 0 and "!" not in out
+
+
 def test_columns_stay_under_their_headings_when_a_cell_is_wider_than_its_column(tmp_path, capsys):
     """A 1024-GPU instance's workers cell (3x1024/1024) pushed every later column right of its heading."""
     from stash_core.catalog import add_instance
