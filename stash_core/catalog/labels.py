@@ -16,7 +16,7 @@ What contradicts a label (catalog row against the fingerprint that the profile r
 Runs on remote hosts or the emulated cluster are not checked: their fingerprint describes the machine that
 launched them, not the nodes. Labels that are not catalog names are not checked (there is nothing to fit).
 
-Confirming: `stash instances confirm RUN_ID` (or `stash profile --confirm-instance`) stores
+Confirming: `stash instances confirm RUN_ID` stores
 `"instance_confirmed": true` in the run's spec (runs.spec); a confirmed run is used like any other, and still
 shows what its fingerprint says.
 """
@@ -49,6 +49,16 @@ class LabelCheck:
     status: str
     problems: tuple[str, ...] = field(default_factory=tuple)
     reason: str = ""
+    # a run on the CPU (--device cpu) labelled as an instance with GPUs: no confirmation makes it measure them
+    cpu_run_of_gpus: bool = False
+
+    @property
+    def remedy(self) -> str:
+        """What makes a contradicted run anchor predictions: a confirmation, or a GPU run for a CPU one."""
+        if self.cpu_run_of_gpus:
+            return (f"a run on the CPU measures no GPU of {self.instance}, whatever its label: profile there "
+                    "with --device cuda")  # fmt: skip
+        return f"`stash instances confirm {self.run_id}` if the label is right"
 
     @property
     def usable(self) -> bool:
@@ -117,7 +127,9 @@ def check_label(
     if not problems:
         return LabelCheck(run_id, label, "fits")
     status = "confirmed" if spec.get(CONFIRMED_KEY) is True else "contradicted"
-    return LabelCheck(run_id, label, status, problems)
+    gpus = bool(_count(instance.get("accelerator_count")))
+    cpu_run = gpus and str(spec.get("device") or "").startswith("cpu")
+    return LabelCheck(run_id, label, status, problems, cpu_run_of_gpus=cpu_run)
 
 
 def check_runs(runs: list[dict[str, Any]], catalog: dict[str, dict[str, Any]]) -> dict[str, LabelCheck]:

@@ -157,6 +157,8 @@ def cmd_instances(args: argparse.Namespace) -> int:
         if check.status == "confirmed":
             print(f"confirmed: run {check.run_id} counts as a measurement of {check.instance}")
             print(f"  (its machine: {'; '.join(check.problems)})")
+            if check.cpu_run_of_gpus:  # Compare prices it; predictions of the GPUs cannot take a CPU's time
+                print(f"  in Compare and run costs; predict and recommend still leave it out: {check.remedy}")
         elif check.status == "fits":
             print(f"confirmed run {check.run_id} as {check.instance} (its machine fits the label anyway)")
         else:

@@ -33,7 +33,7 @@ def mislabelled_line(run_id: str, check: LabelCheck) -> str:
     """Why a profile whose machine contradicts its label stands for nothing, and what to do if it is right."""
     return (
         f"profile {run_id} on {machine_name(check.instance)}: set aside, its machine does not fit the label "
-        f"({'; '.join(check.problems)}); `stash instances confirm {run_id}` if the label is right"
+        f"({'; '.join(check.problems)}); {check.remedy}"
     )
 
 

@@ -94,7 +94,8 @@ def test_a_verdict_says_why_a_label_was_not_checked_and_a_confirmed_one_stays_vi
 
 def test_confirming_a_stored_label_is_kept_with_the_run(tmp_path) -> None:
     db = tmp_path / "labels.duckdb"
-    doc = result_doc("resnet18", instance="g4dn.xlarge", workers=1)  # result_doc's machine has no GPU
+    # result_doc's machine has no GPU
+    doc = result_doc("resnet18", instance="g4dn.xlarge", workers=1, device="cuda")
     assert check_document(db, doc).status == "contradicted"  # what `stash profile` can say at its end
     ingest_result(db, doc)
     assert check_stored_run(db, get_run(db, doc["run_id"])).status == "contradicted"
@@ -110,6 +111,24 @@ def test_confirming_a_stored_label_is_kept_with_the_run(tmp_path) -> None:
         confirm_label(db, unlabelled["run_id"])
     with pytest.raises(UsageError, match="no run"):
         confirm_label(db, "no-such-run")
+
+
+def test_a_cpu_run_labelled_as_a_gpu_instance_is_told_to_profile_there_not_to_confirm(tmp_path, capsys):
+    """recommend set it aside with "`stash instances confirm RUN` if the label is right", and after the
+    confirmation set it aside all the same (a CPU run measures no GPU): the advice led nowhere."""
+    from stash_core.cli.main import main
+
+    db = tmp_path / "labels.duckdb"
+    doc = result_doc("resnet18", instance="g4dn.xlarge", workers=1, device="cpu", batch_size=8)
+    ingest_result(db, doc)
+    ask = {"epochs": 1, "dataset_images": 10_000, "budget_hours": 100.0, "instances": ["g4dn.xlarge"]}
+    aside = recommend(db, "resnet18", 8, **ask).profiles_set_aside
+    [line] = [line for line in aside if doc["run_id"] in line]
+    assert "instances confirm" not in line and "measures no GPU of g4dn.xlarge" in line, line
+    assert main(["instances", "confirm", doc["run_id"], "--db", str(db)]) == 0
+    said = capsys.readouterr().out  # Compare prices it now; predictions still cannot use it, and say so
+    assert "predict and recommend still leave it out: a run on the CPU measures no GPU" in said
+    assert check_stored_run(db, get_run(db, doc["run_id"])).status == "confirmed"
 
 
 def test_recommend_sets_a_contradicted_profile_aside_until_it_is_confirmed(tmp_path) -> None:
