@@ -87,6 +87,9 @@ def explanations(options: pd.DataFrame, best: dict[str, Any], request: dict[str,
         f"{usd_words(best['training_usd'])} for "
         f"{epochs_words(request['epochs'])}"
     ]
+    margin = _thin_margin(best, request)
+    if margin:
+        lines.append(margin)
     tie = _tie(options, best)
     if tie:
         lines.append(tie)
@@ -96,6 +99,19 @@ def explanations(options: pd.DataFrame, best: dict[str, Any], request: dict[str,
 
 
 PRICE_AGE_DAYS = 90
+
+
+def _thin_margin(best: dict[str, Any], request: dict[str, Any]) -> str:
+    """A line when the best's time is under the budget by less than its stated error: it may not be."""
+    budget_s, error = _budget_s(request), step_error(best) or 0.0
+    slow_s = best["training_h"] * 3600 * (1 + error)
+    if budget_s is None or not error or slow_s <= budget_s:
+        return ""
+    return (
+        f"its time is under the budget by less than its stated error (±{error:.0%}): at +{error:.0%} it "
+        f"takes {slow_s / 3600:,.1f} h, over the {request['budget_hours']:g} h; a profile of the job on "
+        f"{best['config'].split(' x ', 1)[-1]} measures it"
+    )
 
 
 def _tie(options: pd.DataFrame, best: dict[str, Any]) -> str:

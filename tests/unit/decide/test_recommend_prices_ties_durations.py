@@ -7,7 +7,7 @@ from datetime import date, timedelta
 
 import pandas as pd
 
-from stash_core.decide.recommend.explain import PRICE_AGE_DAYS, _tie, stale_prices
+from stash_core.decide.recommend.explain import PRICE_AGE_DAYS, _thin_margin, _tie, stale_prices
 from stash_core.units import duration_words
 
 
@@ -31,6 +31,17 @@ def test_options_within_the_stated_error_of_the_best_are_a_tie_and_others_are_no
     # measured compute, predicted communication: the communication's error makes the tie
     comm_only = _options(expected_error=[None] * 3, comm_error=[0.08] * 3)
     assert _tie(comm_only, comm_only.iloc[0].to_dict()).startswith("a tie: 1 x b cost")
+
+
+def test_a_best_within_the_budget_by_less_than_its_stated_error_is_said_to_be_so():
+    """16.3 h of a 16.4 h budget at ±49% read "meets the constraints" and nothing more."""
+    best = {"config": "1 x a2-ultragpu-2g", "training_h": 16.3, "expected_error": 0.41, "comm_error": 0.08}
+    line = _thin_margin(best, {"budget_hours": 16.4})
+    said = "at +49% it takes 24.3 h, over the 16.4 h; a profile of the job on a2-ultragpu-2g measures it"
+    assert line == f"its time is under the budget by less than its stated error (±49%): {said}"
+    assert _thin_margin(best, {"budget_hours": 48.0}) == ""  # 24.3 h: within it even at +49%
+    assert _thin_margin(best, {"budget_hours": None, "max_usd": 500.0}) == ""  # no time budget
+    assert _thin_margin({**best, "expected_error": None, "comm_error": None}, {"budget_hours": 16.4}) == ""
 
 
 def test_old_and_undated_prices_are_named():
