@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -215,11 +216,11 @@ def recommend(
     if not instances:
         # Profiles whose instance label is not a catalog name cannot be priced: say so rather than drop them.
         unknown = sorted({str(label) for label in measured["instance"].dropna()} - set(catalog))
-        if unknown:
-            planner.excluded.append(
-                f"profiles on {', '.join(unknown)}: not in the instance catalog, so no price "
-                "(add them with `stash instances add NAME --on-demand-usd-per-h ...`)"
-            )
+        planner.excluded.extend(  # one entry per instance: JSON's not_predicted names instances
+            f"{label}: profiled, but not in the instance catalog, so no price (add it with "
+            f"`stash instances add {shlex.quote(label)} --on-demand-usd-per-h ...`)"
+            for label in unknown
+        )
     planner.excluded.extend(_unpriced(planner.options, catalog, pricing))
     options = rank_options(planner.options, budget_hours, max_usd)
     ranked = options[options["feasible"]].sort_values("rank")

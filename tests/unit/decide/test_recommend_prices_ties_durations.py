@@ -136,3 +136,20 @@ def test_old_prices_are_a_warning_with_a_recommendation_or_without_one(tmp_path)
         warned = [line for line in said["warnings"] if f"prices dated {old} are older than" in line]
         assert warned, said["warnings"]
         assert not [line for line in said["explanations"] if "prices dated" in line]
+
+
+def test_profiles_on_machines_the_catalog_lacks_are_named_one_instance_an_entry(tmp_path):
+    """not_predicted held {"instance": "profiles on lab-a, lab-b", ...}: not an instance's name."""
+    from result_docs import result_doc
+
+    from stash_core.decide.recommend import recommend
+    from stash_core.store import ingest_result
+
+    db = tmp_path / "x.duckdb"
+    for label in ("lab-a", "lab b"):
+        ingest_result(db, result_doc("resnet18", instance=label, workers=1, batch_size=16))
+    answer = recommend(db, "resnet18", 16, 1, 10_000, budget_hours=10).to_json()
+    named = {entry["instance"]: entry["reason"] for entry in answer["not_predicted"]}
+    assert "profiled, but not in the instance catalog" in named["lab-a"]
+    assert "`stash instances add 'lab b' --on-demand-usd-per-h ...`" in named["lab b"]
+    assert not any(name.startswith("profiles on") for name in named)
