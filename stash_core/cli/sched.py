@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 from stash_core.api.scheduling import chosen_policies, cluster_shape, las_limits_s
@@ -207,6 +208,8 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     rows = [{"policy": entry["settings"]["label"], **entry["metrics"]} for entry in schedule.doc["policies"]]
     print(format_comparison(rows, schedule.jobs, schedule.cluster, source, schedule.doc["tuning"]))
     print(printable(f"result: {schedule.result_file}" + ("" if args.no_store else f"; stored in {database}")))
+    if args.jobs_csv:  # where the per-job CSV went (a relative path, or folders it made)
+        print(printable(f"per-job CSV: {Path(args.jobs_csv).resolve()}"))
     return 0
 
 

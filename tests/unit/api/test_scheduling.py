@@ -36,6 +36,7 @@ def test_every_command_option_reaches_the_simulation(tmp_path, capsys, monkeypat
     printed = stash_here(capsys, monkeypatch, "schedule", *argv)
     assert printed.returncode == 0, printed.stderr
     assert (tmp_path / "cli.csv").read_bytes() == (tmp_path / "api.csv").read_bytes()
+    assert f"per-job CSV: {tmp_path / 'cli.csv'}" in printed.stdout  # it was written without a word
 
 
 @pytest.mark.parametrize("output", ["out", "jobs_csv"])
