@@ -113,3 +113,16 @@ def test_busy_timers_follow_the_observed_gpu_utilisation(arrival_s, by_busy, wai
     start_s = arrival_s + wait_s
     assert (y.start_s, y.finish_s) == (pytest.approx(start_s), pytest.approx(start_s + 150.0))
     assert y.level == "switch"
+
+
+def test_split_reports_the_rest_on_a_cluster_the_first_part_still_holds():
+    """A job of the tuning part that holds every GPU when the rest arrive kept them waiting: simulated alone,
+    the reported jobs met an empty cluster (queue 0 h where they waited a day)."""
+    first = [job("a", 1, 0.0, 10.0), job("b", 1, 1.0, 10.0), job("hog", 8, 50.0, 100_000.0)]
+    rest = [job(f"r{i}", 4, 104.0 + i, 100.0) for i in range(7)]
+    policies = [Policy("delay"), Policy("fifo")]  # a timer to tune: the split applies
+    doc, outcomes = run_simulation(first + rest, Cluster(1, 2, 4), policies, fraction=0.3)
+    assert [o.job.job_id for o in outcomes["fifo"]] == [f"r{i}" for i in range(7)]  # the rest reported
+    assert min(o.start_s for o in outcomes["fifo"]) >= 100_050.0  # after the hog, not at their arrival
+    assert doc["jobs"] == 7 and doc["trace_jobs"] == 10
+    assert doc["policies"][1]["metrics"]["avg_queue_s"] > 99_000.0
