@@ -344,8 +344,10 @@ def predict_steps(settings: CampaignSettings) -> Predict:
 
     def predict(model: str, batch_size: int, workers: int, names: list[str]):
         try:
+            # the profiles run PyTorch's defaults (TF32 convolutions on GPUs with it): predicted so
             answer = predict_instances(settings.db_path, model_ref(model), batch_size, instances=names,
-                                       workers_per_instance=workers, input_shape=shape)  # fmt: skip
+                                       workers_per_instance=workers, input_shape=shape,
+                                       precision="pytorch")  # fmt: skip
         except UsageError as error:
             return {}, [f"{model}: no prediction ({error}); its runs are counted at their time cap"]
         steps = {

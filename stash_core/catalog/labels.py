@@ -73,10 +73,13 @@ class LabelCheck:
         what = "; ".join(self.problems)
         if self.status == "confirmed":
             return f"instance label {self.instance} of run {self.run_id} confirmed by the user ({what})"
+        if self.cpu_run_of_gpus:  # confirming makes Compare price it; predictions still cannot use it
+            remedy = f"{self.remedy} (`stash instances confirm {self.run_id}` prices it in Compare only)"
+        else:
+            remedy = f"if the label is right, `stash instances confirm {self.run_id}`"
         return (
             f"instance label {self.instance} of run {self.run_id} does not fit the machine: {what}. "
-            f"Not used as a measurement of {self.instance}; if the label is right, "
-            f"`stash instances confirm {self.run_id}`"
+            f"Not used as a measurement of {self.instance}; {remedy}"
         )
 
 

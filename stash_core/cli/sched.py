@@ -208,7 +208,7 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     rows = [{"policy": entry["settings"]["label"], **entry["metrics"]} for entry in schedule.doc["policies"]]
     print(format_comparison(rows, schedule.jobs, schedule.cluster, source, schedule.doc["tuning"]))
     print(printable(f"result: {schedule.result_file}" + ("" if args.no_store else f"; stored in {database}")))
-    if args.jobs_csv:  # where the per-job CSV went (a relative path, or folders it made)
+    if args.jobs_csv:  # where the per-job CSV went, said as the result file is
         print(printable(f"per-job CSV: {Path(args.jobs_csv).resolve()}"))
     return 0
 

@@ -44,6 +44,7 @@ def run_simulation(
         whole = simulate(jobs, cluster, policy, uplink_factor, fabric, timeline)
         result = [outcome for outcome in whole if outcome.job.job_id in reported_ids]
         outcomes[policy.name] = result
+        timeline = reported_span(timeline, result)
         entries.append({
             "policy": policy.name, "settings": policy.settings(),
             "metrics": schedule_metrics(result, cluster),
@@ -62,6 +63,20 @@ def run_simulation(
         "tuning": how, "policies": entries,
     }  # fmt: skip
     return doc, outcomes
+
+
+def reported_span(
+    timeline: list[tuple[float, int, int]], reported: list[JobOutcome]
+) -> list[tuple[float, int, int]]:
+    """The cluster's timeline (every job's) from the first reported arrival to the last reported finish, the
+    span the figures cover: the state at its start is the last event's before it."""
+    if not timeline or not reported:
+        return timeline
+    first_s = min(outcome.job.submit_s for outcome in reported)
+    end_s = max(outcome.finish_s for outcome in reported)
+    before = [index for index, (t, _, _) in enumerate(timeline) if t <= first_s]
+    kept = timeline[before[-1] if before else 0:]
+    return [(max(t, first_s), queued, busy) for t, queued, busy in kept if t <= end_s]
 
 
 def save_simulation(doc: dict[str, Any], out_dir: Path, database: Path | None = None,

@@ -123,6 +123,8 @@ class Predictor:
         self.default_arithmetic = precision == DEFAULT_PRECISION
         if self.default_arithmetic:
             precision, self.precision_why = default_precision(self.cost)
+        if self.cost.half_weights:  # its own 16 bits, whatever is asked: precision_label says so
+            self.precision_why = None
         # a model built in 16 bits trains on the 16-bit units whatever precision is asked (features.py)
         precision = run_precision(self.cost, precision)
         self.model, self.batch_size, self.catalog, self.precision = model, batch_size, catalog, precision

@@ -26,7 +26,9 @@ def default_precision(cost: StepCost | None) -> tuple[str, str]:
     """The precision PyTorch trains a step in when the job sets none, and why, as a profile measures it:
     tf32 where cuDNN does most of the matrix work (a GPU without TF32 units runs it on its FP32 cores), else
     fp32, also for a step that cannot be counted (a model known only by its profiles)."""
-    if cost is not None and cudnn_share(cost) >= CUDNN_MAJORITY:
+    if cost is None:
+        return "fp32", "its operators unknown (a model known only by its profiles): each profile holds"
+    if cudnn_share(cost) >= CUDNN_MAJORITY:
         return "tf32", "PyTorch's default for its convolutions and recurrent layers, where the GPU has TF32"
     return "fp32", "PyTorch's default for its matrix products"
 

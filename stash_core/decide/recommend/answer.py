@@ -197,7 +197,7 @@ def recommend(
         ran = lambda row: (precision,)  # noqa: E731
     if built_in_16_bits(model, batch_size, shape if input_shape else None):
         # it trains in its own precision whatever is asked, and so did each of its profiles (as predict says)
-        request["precision"] = HALF_WEIGHTS
+        request["precision"], request["precision_why"] = HALF_WEIGHTS, None
         ran = lambda row: (precision,)  # noqa: E731
     measured, other_jobs = _same_job(
         measured, shape, default_shape, precision, habits.is_default(optimizer_name(kind)), ran

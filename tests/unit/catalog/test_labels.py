@@ -125,6 +125,8 @@ def test_a_cpu_run_labelled_as_a_gpu_instance_is_told_to_profile_there_not_to_co
     aside = recommend(db, "resnet18", 8, **ask).profiles_set_aside
     [line] = [line for line in aside if doc["run_id"] in line]
     assert "instances confirm" not in line and "measures no GPU of g4dn.xlarge" in line, line
+    warning = check_stored_run(db, get_run(db, doc["run_id"])).warning  # at the profile's end, in the pages
+    assert "measures no GPU of g4dn.xlarge" in warning and "prices it in Compare only" in warning
     assert main(["instances", "confirm", doc["run_id"], "--db", str(db)]) == 0
     said = capsys.readouterr().out  # Compare prices it now; predictions still cannot use it, and say so
     assert "predict and recommend still leave it out: a run on the CPU measures no GPU" in said

@@ -125,4 +125,8 @@ def test_split_reports_the_rest_on_a_cluster_the_first_part_still_holds():
     assert [o.job.job_id for o in outcomes["fifo"]] == [f"r{i}" for i in range(7)]  # the rest reported
     assert min(o.start_s for o in outcomes["fifo"]) >= 100_050.0  # after the hog, not at their arrival
     assert doc["jobs"] == 7 and doc["trace_jobs"] == 10
-    assert doc["policies"][1]["metrics"]["avg_queue_s"] > 99_000.0
+    fifo = doc["policies"][1]
+    assert fifo["metrics"]["avg_queue_s"] > 99_000.0
+    # the charts cover the span the figures do: from the first reported arrival to the last reported finish
+    assert fifo["timeline"][-1][0] == pytest.approx(fifo["metrics"]["makespan_s"])
+    assert fifo["timeline"][0][1:] == [1, 1.0]  # at 104 s the hog holds all 8 GPUs and r0 waits

@@ -100,6 +100,9 @@ def test_predict_restates_and_predicts_the_model_as_built(tmp_path, capsys):
     autocast = _predicted(tmp_path, capsys, _model_file(tmp_path, "float32"), "amp")
     assert half["job"]["precision"] == "16-bit weights (the model's own)"
     assert full["job"]["precision"] == "fp32"
+    # by default too, with no FP32 or TF32 reason beside it
+    default = _predicted(tmp_path, capsys, _model_file(tmp_path, "bfloat16"), "pytorch")["job"]
+    assert default["precision"] == "16-bit weights (the model's own)" and default["precision_why"] is None
     half_row, full_row, amp_row = (answer["predictions"][0] for answer in (half, full, autocast))
     # 2-byte gradients: half the bytes over NVLink of FP32's (also under amp, whose gradients are FP32)
     assert half_row["interconnect_s"] < 0.75 * amp_row["interconnect_s"]

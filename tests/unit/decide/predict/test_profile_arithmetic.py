@@ -268,3 +268,10 @@ def test_by_default_a_job_trains_as_pytorch_leaves_it_and_every_profile_of_it_ho
     shape = (3, 64, 64)
     answer = recommend(db, "resnet18", 8, 1, 1000, budget_hours=1, input_shape=shape, precision="pytorch")
     assert answer.request["precision"] == "tf32" and not answer.profiles_set_aside
+
+
+def test_the_default_precision_explains_itself_only_where_it_chose():
+    """A model known only by its profiles was restated as 'PyTorch's default for its matrix products'."""
+    from stash_core.decide.predict.profile_arithmetic import default_precision
+
+    assert default_precision(None)[0] == "fp32" and "known only by its profiles" in default_precision(None)[1]
