@@ -233,20 +233,25 @@ def test_spot_memory_writes_its_fit_with_the_model_it_measured(tmp_path, capsys,
     assert written["memory_fit"]["model"] == "resnet10" and written["model"] == "resnet10"
 
 
-def test_fit_loss_does_not_write_a_negative_g4_the_planner_would_refuse(tmp_path, capsys):
-    g = (876.5, -0.2, 300.0, -0.5, 0.5)  # fits curves of 2, 4 and 8 workers (R >= 0.71), not of one
+def _fit_refused(tmp_path, capsys, g, workers, iterations, message):
+    """Loss curves of eq. 3 with coefficients `g` fitted: refused with `message`, the workload kept."""
     lines = ["iteration,loss,batch_size,workers"]
     for b in (64, 128, 256):
-        for n in (2, 4, 8):
+        for n in workers:
             r = ((n - 1) / n) ** 0.5
             lines += [f"{j},{(g[1] * b + g[2]) * ((r + g[3]) * n) ** 0.5 / (j + g[0]) + g[4]},{b},{n}"
-                      for j in range(0, 6001, 500)]  # fmt: skip
+                      for j in iterations]  # fmt: skip
     (tmp_path / "loss.csv").write_text("\n".join(lines) + "\n")
     workload = tmp_path / "w.json"
     workload.write_text(json.dumps(WORKLOAD))
     status = main(["spot-fit-loss", "--csv", str(tmp_path / "loss.csv"), "--workload", str(workload)])
-    _one_line(status, capsys.readouterr(), "record curves with 1 worker too")
+    _one_line(status, capsys.readouterr(), message)
     assert json.loads(workload.read_text()) == WORKLOAD
+
+
+def test_fit_loss_does_not_write_a_negative_g4_the_planner_would_refuse(tmp_path, capsys):
+    g = (876.5, -0.2, 300.0, -0.5, 0.5)  # fits curves of 2, 4 and 8 workers (R >= 0.71), not of one
+    _fit_refused(tmp_path, capsys, g, (2, 4, 8), range(0, 6001, 500), "record curves with 1 worker too")
 
 
 def test_spot_and_spot_simulate_take_the_same_revocation_rates():
@@ -287,15 +292,5 @@ def test_fit_loss_does_not_write_a_negative_g1_the_planner_would_refuse(tmp_path
     """Curves logged from iteration 1,000 on fit g1 = -285 (j + g1 > 0 wherever they were measured): it was
     written, and `stash spot` then refused the workload."""
     g = (-285.0, -0.2, 300.0, 1.0, 0.5)
-    lines = ["iteration,loss,batch_size,workers"]
-    for b in (64, 128, 256):
-        for n in (1, 2, 4):
-            r = ((n - 1) / n) ** 0.5
-            lines += [f"{j},{(g[1] * b + g[2]) * ((r + g[3]) * n) ** 0.5 / (j + g[0]) + g[4]},{b},{n}"
-                      for j in range(1000, 7001, 500)]  # fmt: skip
-    (tmp_path / "loss.csv").write_text("\n".join(lines) + "\n")
-    workload = tmp_path / "w.json"
-    workload.write_text(json.dumps(WORKLOAD))
-    status = main(["spot-fit-loss", "--csv", str(tmp_path / "loss.csv"), "--workload", str(workload)])
-    _one_line(status, capsys.readouterr(), "record the curves from the training's start")
-    assert json.loads(workload.read_text()) == WORKLOAD
+    message = "record the curves from the training's start"
+    _fit_refused(tmp_path, capsys, g, (1, 2, 4), range(1000, 7001, 500), message)
