@@ -28,7 +28,7 @@ from stash_core.decide.predict.network import CommTime, comm_note, comm_time
 from stash_core.decide.predict.profile_arithmetic import (
     DEFAULT_PRECISION,
     cudnn_share,
-    default_precision,
+    job_precision,
     machine_name,
     profile_accelerator,
     profile_precisions,
@@ -117,14 +117,10 @@ class Predictor:
             layout_kind(self.cost.kind, self.cost.input_shape), self.default_optimizer, self.attends
         )
         self._input_given = bool(input_shape)
-        # the job's arithmetic as PyTorch leaves it, unless asked for one; why, for the output to restate
-        self.precision_why: str | None = None
         # PyTorch's defaults are what every profile ran (Stash's workers leave them): each holds for the job
         self.default_arithmetic = precision == DEFAULT_PRECISION
-        if self.default_arithmetic:
-            precision, self.precision_why = default_precision(self.cost)
-        if self.cost.half_weights:  # its own 16 bits, whatever is asked: precision_label says so
-            self.precision_why = None
+        # the job's arithmetic as PyTorch leaves it, unless asked for one; why, for the output to restate
+        precision, self.precision_why = job_precision(precision, self.cost)
         # a model built in 16 bits trains on the 16-bit units whatever precision is asked (features.py)
         precision = run_precision(self.cost, precision)
         self.model, self.batch_size, self.catalog, self.precision = model, batch_size, catalog, precision

@@ -33,6 +33,15 @@ def default_precision(cost: StepCost | None) -> tuple[str, str]:
     return "fp32", "PyTorch's default for its matrix products"
 
 
+def job_precision(asked: str, cost: StepCost | None) -> tuple[str, str | None]:
+    """The precision a job asked with `asked` trains in, and why where Stash chose it (PyTorch's default);
+    a model built in 16 bits trains in its own whatever is asked (features.run_precision), so no why."""
+    if asked != DEFAULT_PRECISION:
+        return asked, None
+    precision, why = default_precision(cost)
+    return precision, None if cost is not None and cost.half_weights else why
+
+
 def precision_words(request: dict[str, Any]) -> str:
     """The precision a prediction's request restates: 'tf32 (PyTorch's default ...)' where none was given."""
     why = request.get("precision_why")

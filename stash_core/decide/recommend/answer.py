@@ -19,7 +19,7 @@ from stash_core.decide.predict.instances import all_catalog_rows, check_precisio
 from stash_core.decide.predict.profile_arithmetic import (
     DEFAULT_PRECISION,
     cudnn_share,
-    default_precision,
+    job_precision,
     machine_name,
     profile_accelerator,
     profile_precisions,
@@ -167,10 +167,9 @@ def recommend(
     # one line for a habit the model cannot have
     habits.check(layout_kind(kind, shape), optimizer_name(kind), attends)
     pricing = "spot" if spot else "on_demand"
-    why = None
     default_arithmetic = precision == DEFAULT_PRECISION  # PyTorch's, as predict restates it
-    if default_arithmetic:
-        precision, why = default_precision(counted_step(model, batch_size, shape if input_shape else None))
+    counted = counted_step(model, batch_size, shape if input_shape else None) if default_arithmetic else None
+    precision, why = job_precision(precision, counted)
     request = {
         "model": model,
         "batch_size": batch_size,
@@ -197,7 +196,7 @@ def recommend(
         ran = lambda row: (precision,)  # noqa: E731
     if built_in_16_bits(model, batch_size, shape if input_shape else None):
         # it trains in its own precision whatever is asked, and so did each of its profiles (as predict says)
-        request["precision"], request["precision_why"] = HALF_WEIGHTS, None
+        request["precision"] = HALF_WEIGHTS
         ran = lambda row: (precision,)  # noqa: E731
     measured, other_jobs = _same_job(
         measured, shape, default_shape, precision, habits.is_default(optimizer_name(kind)), ran
