@@ -12,14 +12,13 @@ instance's row: such runs form a row of their own, marked, without the instance'
 
 compare_with_predictions adds a predicted row for every catalog instance not measured for the job
 (decide/predict), marked `source` = 'predicted' with its expected error; a measurement always wins. They are
-predicted in the precision the measured job trained in (job_precision): Stash's GPU profiles keep PyTorch's
-defaults, so a CNN profiled on a GPU with TF32 units ran its convolutions in TF32.
+predicted in PyTorch's default arithmetic, as every measured run trained (Stash's workers set none): a CNN's
+convolutions in TF32 on a GPU with TF32 units, its other matrix products in FP32 (predict's `--precision
+pytorch`), so every GPU profile of the job anchors them.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
 from pathlib import Path
 from typing import Any
 
@@ -28,17 +27,9 @@ import pandas as pd
 
 from stash_core.api.predicting import predict
 from stash_core.catalog import check_runs, list_instances
-from stash_core.catalog.accelerators import find_accelerator
 from stash_core.cells import plain, plain_row
 from stash_core.decide.predict.cpu_rows import CPU_MEASURED
-from stash_core.decide.predict.profile_arithmetic import (
-    cudnn_share,
-    machine_name,
-    profile_accelerator,
-    profile_precisions,
-    ran_as,
-)
-from stash_core.decide.predict.step_cost import step_cost
+from stash_core.decide.predict.profile_arithmetic import DEFAULT_PRECISION
 from stash_core.errors import UsageError
 from stash_core.results.file import STALL_NAMES
 from stash_core.store import queries_compare
@@ -103,52 +94,7 @@ def compare_configurations(db_path: Path | str, model: str, batch_size: int, **j
     frame = _rows(runs, catalog)
     frame.attrs["job"] = chosen
     frame.attrs["label_warnings"] = [check.warning for check in checks.values() if check.warning]
-    frame.attrs["machines"] = [  # each run's GPU, for the precision it trained in (job_precision)
-        {"run_id": run["run_id"], "machine": machine_name(run["instance"]), "device": run["device"],
-         "gpu": _gpu(run, catalog)}
-        for run in runs.to_dict(orient="records")
-    ]  # fmt: skip
     return add_costs(frame, int(batch_size))
-
-
-def _gpu(run: dict[str, Any], catalog: dict[str, dict[str, Any]]) -> str | None:
-    """A run's GPU as Stash's table names it (profile_accelerator: its label's, else the first its machine
-    reported; a contradicted label names none), None for a CPU or a GPU not in the table."""
-    try:
-        name = (json.loads(run["fingerprint_json"]).get("gpus") or [{}])[0].get("name")
-    except (TypeError, ValueError, AttributeError, IndexError, KeyError):
-        name = None
-    labelled = run["instance"] if run["label_ok"] else None
-    found = profile_accelerator({"device": run["device"], "instance": labelled, "gpu_name": name}, catalog)
-    return found.name if found else None
-
-
-def job_precision(
-    machines: list[dict[str, Any]], model: str, batch_size: int, shape: tuple[int, ...] | None
-) -> tuple[str, str]:
-    """The precision a job's measured runs (compare_configurations' attrs["machines"]) trained in, as
-    `stash predict --precision` names it, and why: tf32 when its GPU runs all stand for tf32 and not fp32
-    (profile_arithmetic.profile_precisions: PyTorch's default TF32 convolutions and recurrent layers), else
-    fp32."""
-    gpu_runs = [row for row in machines if str(row.get("device") or "").startswith("cuda")]
-    if not gpu_runs:
-        return "fp32", "the measured runs trained on CPUs, in FP32"
-    accelerators = [find_accelerator(row["gpu"]) if row.get("gpu") else None for row in gpu_runs]
-    share = None  # counted for GPUs with TF32 units only; a step that cannot be counted is taken as FP32
-    if any(found is not None and found.tf32_tflops for found in accelerators):
-        with contextlib.suppress(UsageError):
-            share = cudnn_share(step_cost(model, int(batch_size), shape))
-    stands = [profile_precisions(found, share) for found in accelerators]
-    common = tuple(precision for precision in ("fp32", "tf32") if all(precision in ran for ran in stands))
-    if common:  # ("fp32", "tf32"): GPUs without TF32 units, where both run alike
-        alike = " (alike on GPUs without TF32 units)" if len(common) > 1 else ""
-        why = f"the GPU profile(s) ran in {ran_as(common)}{alike}"
-        return ("tf32" if common == ("tf32",) else "fp32"), why
-    each = "; ".join(
-        f"{row['run_id']} on {row['machine']} ran in {ran_as(ran)}"
-        for row, ran in zip(gpu_runs, stands, strict=True)
-    )
-    return "fp32", f"PyTorch's default precision, as the GPU profiles do not agree ({each})"
 
 
 def compare_with_predictions(db_path: Path | str, model: str, batch_size: int, **job: Any) -> pd.DataFrame:
@@ -157,7 +103,7 @@ def compare_with_predictions(db_path: Path | str, model: str, batch_size: int, *
     cost columns from the catalog). The same workers and machines as the job, on GPUs; compute, interconnect
     and network only (no CPU or disk stalls). frame.attrs["prediction_note"] says what was predicted or why
     nothing was, ["not_predictable"] the instances that could not be, ["precision"] and ["precision_note"] the
-    precision predicted and why (job_precision), ["profiles_set_aside"] the profiles of another precision."""
+    precision predicted and why (PyTorch's default), ["profiles_set_aside"] profiles that anchor nothing."""
     measured = compare_configurations(db_path, model, batch_size, **job)
     measured["source"], measured["expected_error"], measured["comm_error"] = "measured", np.nan, np.nan
     chosen = measured.attrs.get("job")
@@ -169,19 +115,19 @@ def compare_with_predictions(db_path: Path | str, model: str, batch_size: int, *
     try:
         if not is_zoo_name(model):  # a stored run's name is data: its code is never run here
             raise UsageError(NOT_IMPORTED.format(model=model))
-        precision, why = job_precision(attrs.get("machines") or [], model, int(batch_size), shape)
-        attrs.update(precision=precision, precision_note=f"predicted for {precision}: {why}")
         predicted = predict(
             model, int(batch_size), workers_per_instance=workers, max_instances=nodes, input_shape=shape,
-            precision=precision, db=db_path,
+            precision=DEFAULT_PRECISION, db=db_path,
         )  # fmt: skip
     except UsageError as exc:
         attrs.update(prediction_note=f"no predictions: {exc}", not_predictable=[], profiles_set_aside=[])
         measured.attrs.update(attrs)
         return measured
-    own = predicted.request.get("precision")
-    if own != precision:  # a model built in 16 bits trains in its own, whatever its runs are read as
-        attrs.update(precision=own, precision_note=f"predicted in {own}: the model was built so")
+    # as the measured runs trained: PyTorch's default, or a model built in 16 bits in its own
+    own, why = predicted.request.get("precision"), predicted.request.get("precision_why")
+    note = f"predicted for {own}: {why}, as the measured runs trained" if why else ""
+    note = note or f"predicted in {own}: the model was built so"
+    attrs.update(precision=own, precision_note=note)
     frame = predicted.frame
     have = set(measured.loc[measured["label_ok"].astype(bool), "instance"])
     too_small = frame[frame["workers_per_instance"] < workers].drop_duplicates("instance")

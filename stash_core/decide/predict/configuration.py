@@ -124,6 +124,11 @@ class Predictor:
         # a model built in 16 bits trains on the 16-bit units whatever precision is asked (features.py)
         precision = run_precision(self.cost, precision)
         self.model, self.batch_size, self.catalog, self.precision = model, batch_size, catalog, precision
+        # what the step model runs: PyTorch's per operator (TF32 cuDNN, FP32 cuBLAS) where none was asked,
+        # as every profile ran it, so a ratio between a profile and its own GPU stays one
+        self.arithmetic = precision
+        if self.default_arithmetic:
+            self.arithmetic = run_precision(self.cost, DEFAULT_PRECISION)
         self.profiles = profiles or []
         # a line per profile of the job whose machine contradicts its label
         self.mislabelled = mislabelled or []
@@ -155,8 +160,8 @@ class Predictor:
             params = self.ratio_params if ratios else self.params
             job = TrainingJob() if as_profiled else self.job
             found = self._compute[key] = compute_time(
-                self.cost, accelerator, self.precision, params, job.feature_optimizer(self.default_optimizer),
-                job.feature_memory_format,
+                self.cost, accelerator, self.arithmetic, params,
+                job.feature_optimizer(self.default_optimizer), job.feature_memory_format,
             )  # fmt: skip
         return found
 

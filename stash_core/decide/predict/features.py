@@ -2,13 +2,16 @@
 peak and of the memory bandwidth, class, wave utilisation, kernels; identical operators merged with a count
 (a ResNet's repeated blocks, a transformer's identical layers), so a fit over many steps stays fast.
 
-Precision: FP32 runs matrix operators on the FP32 cores; tf32 on TF32 tensor cores where the GPU has them; amp
-on FP16/BF16 tensor cores, with activation bytes halved (a norm's only in channels last: measured on an H200,
-batch norm on half NCHW tensors takes about its FP32 time, 1.21 against 1.45 ms, and 0.62 against 1.16 ms in
-NHWC; layer norm, which autocast runs in FP32, its FP32 time or more; softmax, log-softmax and the loss, which
-autocast also runs in FP32, keep their FP32 bytes too), plus what autocast and the gradient scaler add per
-step: each weight cast to FP16 (read 4, write 2 bytes a parameter, one kernel a weight tensor) and the
-gradients unscaled and checked (read and write 4 bytes each). The optimizer reads and writes its state in
+Precision: FP32 runs matrix operators on the FP32 cores; tf32 on TF32 tensor cores where the GPU has them;
+"pytorch", what PyTorch runs when a job sets nothing (torch.backends.cudnn.allow_tf32 on, cuda.matmul's off),
+cuDNN's convolutions and recurrent layers as tf32 and the other matrix products (a CNN's fully connected
+layers: 8.5% of AlexNet's matrix FLOPs, 1.6% of VGG-11's) as fp32; amp on FP16/BF16 tensor cores, with
+activation bytes halved (a norm's only in channels last: measured on an H200, batch norm on half NCHW tensors
+takes about its FP32 time, 1.21 against 1.45 ms, and 0.62 against 1.16 ms in NHWC; layer norm, which autocast
+runs in FP32, its FP32 time or more; softmax, log-softmax and the loss, which autocast also runs in FP32, keep
+their FP32 bytes too), plus what autocast and the gradient scaler add per step: each weight cast to FP16
+(read 4, write 2 bytes a parameter, one kernel a weight tensor) and the gradients unscaled and checked (read
+and write 4 bytes each). The optimizer reads and writes its state in
 FP32: SGD with momentum 20 bytes a parameter (read weight, gradient, momentum; write weight, momentum), AdamW
 28 (two moments); torch's foreach implementation launches one kernel per pass per chunk of tensors; a figure
 timed without an optimizer step (optimizer "none") has neither, nor the gradient unscaling.
@@ -62,6 +65,7 @@ from stash_core.habits import optimizer_name
 
 CLASSES = ("matmul", "attention", "elementwise", "reduction", "normalisation")
 PEAK_KINDS = ("fp32", "tf32", "fp16")
+PYTORCH_ARITHMETIC = "pytorch"  # cuDNN's operators in TF32, cuBLAS's in FP32 (the module's docstring)
 # RMSprop (no momentum): reads the gradient, reads and writes the weight and the mean square (5 x 4 bytes);
 # its foreach passes scale the mean square, add the squared gradient, take the root, add eps, update.
 OPTIMIZER_BYTES_PER_PARAM = {"sgd": 5 * 4, "adamw": 7 * 4, "rmsprop": 5 * 4}
@@ -236,19 +240,26 @@ def _features(
     units = peak_kind(accelerator, precision)
     if bf16_units and not accelerator.bf16_tflops:
         units = FP32_UNITS
-    relayout = memory_format != "nhwc" and units in (FP16_UNITS, TF32_UNITS)
+    # PyTorch's default arithmetic: cuDNN's operators on the TF32 units where the GPU has them, the rest FP32
+    cudnn_units, cudnn_peak = (
+        (peak_kind(accelerator, "tf32"), accelerator.matrix_tflops("tf32") * 1e12)
+        if precision == PYTORCH_ARITHMETIC
+        else (units, peak)
+    )
     sms = sm_count(accelerator)
     merged: dict[tuple, int] = {}
     for op in cost.ops:
         norm_fp32 = op.op_class == "normalisation" and memory_format != "nhwc"  # see the module's docstring
         keeps_fp32 = norm_fp32 or op.name in AUTOCAST_FP32_OPS
         moved_s = op.bytes * (1.0 if keeps_fp32 else byte_scale) / bandwidth
+        op_units, op_peak = (cudnn_units, cudnn_peak) if op.on_cudnn else (units, peak)
         # PyTorch's fused attention computes float32 tensors on the FP32 units, TF32 allowed or not (measured
         # on an H100: the same 24 TFLOP/s either way, docs/measurements/h100-attention.txt)
-        on_fp32 = units == TF32_UNITS and op.op_class == "attention"
-        op_units, op_peak = (FP32_UNITS, fp32_peak) if on_fp32 else (units, peak)
+        if op_units == TF32_UNITS and op.op_class == "attention":
+            op_units, op_peak = FP32_UNITS, fp32_peak
+        relayout = memory_format != "nhwc" and op_units in (FP16_UNITS, TF32_UNITS)
         converts = relayout and "convolution" in op.name and not op.pointwise
-        fp32_choice = converts and units == TF32_UNITS and op.matrix
+        fp32_choice = converts and op_units == TF32_UNITS and op.matrix
         key = (
             CLASSES.index(op.op_class),
             op.flops / op_peak / alignment_factor(op.alignment, op_units) if op.matrix else 0.0, moved_s,

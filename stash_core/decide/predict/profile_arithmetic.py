@@ -4,8 +4,9 @@ Stash's measuring worker leaves PyTorch's defaults: cuDNN in TF32 where the GPU 
 and newer), its convolutions and its recurrent layers alike (torch.backends.cudnn.allow_tf32 sets the math of
 both descriptors), matrix products in FP32. So a profile of a convolutional or recurrent model on such a GPU
 measured what `--precision tf32` names (the published figures of such loops are labelled tf32 the same way;
-a CNN's few fully connected layers, in FP32 there, are about 1% of its matrix work), and one of a model of
-matrix products (a transformer) what `fp32` names. On a GPU without TF32 units (a V100, a T4) both run
+a CNN's fully connected layers stay FP32 there, 1% of a ResNet's or VGG's matrix work, 8.5% of AlexNet's: the
+default `--precision pytorch` predicts each operator so, features.py), and one of a model of matrix products
+(a transformer) what `fp32` names. On a GPU without TF32 units (a V100, a T4) both run
 alike, so the profile stands for either; a CPU profile, or one on a GPU Stash has no row for, for fp32.
 """
 
@@ -14,12 +15,13 @@ from __future__ import annotations
 from typing import Any
 
 from stash_core.catalog.accelerators import Accelerator, find_accelerator
-from stash_core.decide.predict.rnn_costs import GEMM as RNN_GEMM
+from stash_core.decide.predict.features import PYTORCH_ARITHMETIC
 from stash_core.decide.predict.step_types import StepCost
 
 # a step whose cuDNN operators do at least this share of its matrix work ran, as profiled, at the TF32 rate
 CUDNN_MAJORITY = 0.5
-DEFAULT_PRECISION = "pytorch"  # --precision's default: PyTorch's own arithmetic, where the job sets none
+# --precision's default: PyTorch's own arithmetic, where the job sets none (features.py)
+DEFAULT_PRECISION = PYTORCH_ARITHMETIC
 
 
 def default_precision(cost: StepCost | None) -> tuple[str, str]:
@@ -53,7 +55,7 @@ def cudnn_share(cost: StepCost) -> float:
     layers' products (0 for a step without matrix work)."""
     matrix = [op for op in cost.ops if op.op_class in ("matmul", "attention")]
     total = sum(op.flops for op in matrix)
-    cudnn = sum(op.flops for op in matrix if "convolution" in op.name or op.name == RNN_GEMM)
+    cudnn = sum(op.flops for op in matrix if op.on_cudnn)
     return cudnn / total if total > 0 else 0.0
 
 

@@ -36,6 +36,12 @@ class OpCost:
     def tiles(self) -> float:
         return tile_count(self.gemm)
 
+    @property
+    def on_cudnn(self) -> bool:
+        """Whether cuDNN runs it (a convolution, a recurrent layer's products): TF32 by PyTorch's default on
+        a GPU with TF32 units, where cuBLAS's matrix products stay FP32 (profile_arithmetic.py)."""
+        return self.matrix and ("convolution" in self.name or self.name == RNN_GEMM)
+
 
 def counted_op(name: str, cost: dict, phase: str) -> OpCost:
     """An operator counted as the GPU runs it (attention.py, rnn.py): `cost` gives its FLOPs, bytes and GEMM

@@ -1,7 +1,7 @@
-"""Compare predicts the instances not measured in the precision the measured job trained in: Stash's GPU
-profiles keep PyTorch's defaults, so a CNN profiled on a GPU with TF32 units ran TF32 convolutions and its
-predictions are for tf32 (scaled from that profile); a transformer's, a CPU's or a V100's are for fp32; GPU
-profiles that disagree give fp32 and say so, with the profile the predictions set aside."""
+"""Compare predicts the instances not measured as the measured job trained: in PyTorch's default arithmetic
+(Stash's workers set none), so a CNN is predicted in tf32 (TF32 convolutions on GPUs with TF32 units) and a
+transformer in fp32, said with why, and every GPU profile of the job anchors its predictions, on whatever GPU
+it ran."""
 
 from __future__ import annotations
 
@@ -30,62 +30,62 @@ def compared(db: Path, model: str = "resnet18"):
     return frame, frame[frame["source"] == "predicted"].set_index("instance")
 
 
+TF32_NOTE = (
+    "predicted for tf32: PyTorch's default for its convolutions and recurrent layers, where the GPU has TF32, "
+    "as the measured runs trained"
+)
+
+
 def test_a_cnn_profiled_on_an_h200_is_predicted_in_tf32_scaled_from_its_profile(tmp_path: Path) -> None:
     """The H200 profile measured 50 ms of TF32 compute: another H200 instance is predicted at that, not at an
     FP32 roofline (which was 1.6x slower than the same GPU's measurement)."""
     db = tmp_path / "r.duckdb"
-    run_id = gpu_profile(db, "lab-box-7", "NVIDIA H200", 0.05)
+    gpu_profile(db, "lab-box-7", "NVIDIA H200", 0.05)
     frame, predicted = compared(db)
-    assert frame.attrs["precision"] == "tf32"
-    assert frame.attrs["precision_note"] == (
-        "predicted for tf32: the GPU profile(s) ran in tf32 (PyTorch's default on this GPU: TF32 in cuDNN's "
-        "convolutions and recurrent layers)"
-    )
+    assert frame.attrs["precision"] == "tf32" and frame.attrs["precision_note"] == TF32_NOTE
     assert predicted.loc["p5en.48xlarge", "compute_s"] == pytest.approx(0.05)
     assert predicted["compute_s"].gt(0).all() and frame.attrs["profiles_set_aside"] == []
-    assert frame.attrs["machines"][0]["run_id"] == run_id
 
 
 def test_a_transformer_profiled_on_an_a100_is_predicted_in_fp32(tmp_path: Path) -> None:
     db = tmp_path / "r.duckdb"
     gpu_profile(db, "a2-highgpu-1g", A100, 0.02, model="bert_tiny")
-    frame, _ = compared(db, "bert_tiny")
+    frame, predicted = compared(db, "bert_tiny")
     assert frame.attrs["precision"] == "fp32"
-    assert frame.attrs["precision_note"] == "predicted for fp32: the GPU profile(s) ran in fp32"
+    assert frame.attrs["precision_note"] == (
+        "predicted for fp32: PyTorch's default for its matrix products, as the measured runs trained"
+    )
+    assert predicted.loc["a2-highgpu-2g", "compute_s"] == pytest.approx(0.02)  # its profile, same GPU
 
 
-def test_a_cnn_profiled_on_a_gpu_without_tf32_units_is_predicted_in_fp32(tmp_path: Path) -> None:
+def test_a_cnn_profiled_on_a_v100_is_predicted_in_tf32_where_a_gpu_has_it_scaled_from_the_v100(
+    tmp_path: Path,
+) -> None:
+    """A V100 runs TF32 convolutions on its FP32 cores: the profile stands for the job PyTorch runs, which an
+    A100 runs in TF32 (these were predicted in FP32, the A100's slower arithmetic)."""
     db = tmp_path / "r.duckdb"
     gpu_profile(db, "p3.2xlarge", "Tesla V100-SXM2-16GB", 0.05)
-    frame, _ = compared(db)
-    assert frame.attrs["precision"] == "fp32"
-    assert "alike on GPUs without TF32 units" in frame.attrs["precision_note"]
+    frame, predicted = compared(db)
+    assert frame.attrs["precision"] == "tf32" and frame.attrs["precision_note"] == TF32_NOTE
+    assert predicted.loc["p3.8xlarge", "compute_s"] == pytest.approx(0.05)  # the profile holds
 
 
-def test_a_cpu_job_is_predicted_in_fp32(tmp_path: Path) -> None:
+def test_a_cpu_job_is_predicted_on_gpus_as_pytorch_would_train_it(tmp_path: Path) -> None:
     db = tmp_path / "r.duckdb"
     assert store.ingest_result(db, result_doc("resnet18", batch_size=8, workers=1, instance="box"))
     frame = views.compare.compare_with_predictions(db, "resnet18", 8)
-    assert frame.attrs["precision"] == "fp32"
-    assert frame.attrs["precision_note"] == "predicted for fp32: the measured runs trained on CPUs, in FP32"
+    assert frame.attrs["precision"] == "tf32" and frame.attrs["precision_note"] == TF32_NOTE
 
 
-def test_gpu_profiles_that_disagree_give_fp32_and_say_which_ran_what(tmp_path: Path) -> None:
-    """An A100 CNN profile ran TF32 convolutions; one on a GPU Stash has no row for stands for fp32: the job's
-    precision cannot be told, so fp32 (PyTorch's default), and the A100 profile is set aside, said."""
+def test_gpu_profiles_on_different_gpus_all_hold_for_the_job_none_is_set_aside(tmp_path: Path) -> None:
+    """An A100 CNN profile and one on a GPU Stash has no row for ran the same job, PyTorch's default: they
+    were read as TF32 against FP32, the job's precision called fp32, and the A100 profile set aside."""
     db = tmp_path / "r.duckdb"
-    a100 = gpu_profile(db, "a2-highgpu-1g", A100, 0.05)
-    other = gpu_profile(db, "lab-box", "Mystery GPU 9000", 0.08)
+    gpu_profile(db, "a2-highgpu-1g", A100, 0.05)
+    gpu_profile(db, "lab-box", "Mystery GPU 9000", 0.08)
     frame, predicted = compared(db)
-    assert frame.attrs["precision"] == "fp32"
-    note = frame.attrs["precision_note"]
-    assert note.startswith(
-        "predicted for fp32: PyTorch's default precision, as the GPU profiles do not agree"
-    )
-    assert f"{a100} on a2-highgpu-1g ran in tf32" in note and f"{other} on lab-box ran in fp32" in note
-    [line] = frame.attrs["profiles_set_aside"]
-    assert line.startswith(f"profile {a100} on a2-highgpu-1g: set aside") and "trains in fp32" in line
-    assert len(predicted)
+    assert frame.attrs["precision"] == "tf32" and frame.attrs["profiles_set_aside"] == []
+    assert predicted.loc["a2-highgpu-2g", "compute_s"] == pytest.approx(0.05)
 
 
 def test_a_model_built_in_bfloat16_is_predicted_in_its_own_precision(tmp_path: Path, monkeypatch) -> None:

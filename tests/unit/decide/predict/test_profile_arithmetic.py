@@ -260,8 +260,9 @@ def test_by_default_a_job_trains_as_pytorch_leaves_it_and_every_profile_of_it_ho
     on_fp32 = predict_instances(tmp_path / "none.duckdb", "resnet18", 8, precision="fp32", **asked)
     on_tf32 = predict_instances(tmp_path / "none.duckdb", "resnet18", 8, precision="tf32", **asked)
     unmeasured = predict_instances(tmp_path / "none.duckdb", "resnet18", 8, precision="pytorch", **asked)
-    assert unmeasured.frame["iteration_s"].iloc[0] == on_tf32.frame["iteration_s"].iloc[0]
-    assert on_tf32.frame["iteration_s"].iloc[0] < on_fp32.frame["iteration_s"].iloc[0]
+    # its convolutions in TF32, its one fully connected layer (0.03% of its matrix work) in FP32
+    steps = [run.frame["iteration_s"].iloc[0] for run in (on_tf32, unmeasured, on_fp32)]
+    assert steps[0] < steps[1] < steps[2] and steps[1] == pytest.approx(steps[0], rel=1e-3)
     assert on_fp32.request["precision_why"] is None  # asked for, so not explained
     bert = predict_instances(tmp_path / "none.duckdb", "bert_base", 8, ["a2-highgpu-1g"], precision="pytorch")
     assert bert.request["precision"] == "fp32" and "matrix products" in bert.request["precision_why"]
