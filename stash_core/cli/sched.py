@@ -16,7 +16,7 @@ from stash_core.errors import UsageError
 from stash_core.pathargs import input_path, output_path
 from stash_core.sched import defaults
 from stash_core.sched.detect import FORMATS
-from stash_core.sched.policy import DEFINITIONS, POLICIES
+from stash_core.sched.policy import DEFINITIONS, POLICIES, PREEMPTIVE
 from stash_core.terminal import printable
 
 # The simulator is imported inside the functions: building `stash --help` must not load pandas (the
@@ -120,27 +120,27 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     sched.add_argument(
         "--checkpoint-s",
         type=non_negative(YEAR_S),
-        default=defaults.CHECKPOINT_S,
-        help="preemption: save + restore seconds",
+        default=None,
+        help=f"preemption (las, network-preempt): save + restore seconds (default {defaults.CHECKPOINT_S:g})",
     )
     sched.add_argument(
-        "--min-run-s", type=non_negative(YEAR_S), default=defaults.MIN_RUN_S,
-        help="preemption guard: seconds a job runs after each start before it may be preempted",
+        "--min-run-s", type=non_negative(YEAR_S), default=None,
+        help="preemption guard: seconds a job runs after each start before it may be preempted "
+        f"(default {defaults.MIN_RUN_S:g})",
     )  # fmt: skip
     sched.add_argument(
-        "--max-preemptions", type=Number(0, 1000, what="an integer from 0 to 1000"),
-        default=defaults.MAX_PREEMPTIONS,
-        help="preemption guard: per job",
+        "--max-preemptions", type=Number(0, 1000, what="an integer from 0 to 1000"), default=None,
+        help=f"preemption guard: per job (default {defaults.MAX_PREEMPTIONS})",
     )  # fmt: skip
     sched.add_argument(
-        "--las-limits-gpu-h", type=las_limits_text,
-        default=",".join(f"{v:g}" for v in defaults.LAS_LIMITS_GPU_H),
-        help="las: attained service (GPU-hours) between its queues, increasing, comma list",
+        "--las-limits-gpu-h", type=las_limits_text, default=None,
+        help="las: attained service (GPU-hours) between its queues, increasing, comma list (default "
+        f"{','.join(f'{v:g}' for v in defaults.LAS_LIMITS_GPU_H)})",
     )  # fmt: skip
     sched.add_argument(
-        "--starve-factor", type=non_negative(1e6), default=defaults.STARVE_FACTOR,
+        "--starve-factor", type=non_negative(1e6), default=None,
         help="las: a preempted job waiting longer than this x the seconds it ran goes back to the top queue "
-        "(0: never)",
+        f"(0: never; default {defaults.STARVE_FACTOR:g})",
     )  # fmt: skip
     sched.add_argument(
         "--uplink-factor", type=Number(1, 1000, whole=False, what="a number >= 1"),
@@ -191,9 +191,8 @@ def cmd_schedule(args: argparse.Namespace) -> int:
         args.trace, synthetic_jobs=args.synthetic_jobs, trace_format=args.trace_format,
         generator=args.generator, arrivals=args.arrivals, seed=args.seed, mean_gap_s=args.mean_gap_s,
         cluster=args.cluster, policies=args.policies, tuning=args.tuning, tune_fraction=tune_fraction,
-        delay_s=args.delay_s, scale=args.scale, checkpoint_s=args.checkpoint_s, min_run_s=args.min_run_s,
-        max_preemptions=args.max_preemptions, las_limits_gpu_h=args.las_limits_gpu_h,
-        starve_factor=args.starve_factor, uplink_factor=uplink_factor, node_gbps=args.node_gbps,
+        delay_s=args.delay_s, scale=args.scale, **_policy_options(args), uplink_factor=uplink_factor,
+        node_gbps=args.node_gbps,
         uplink_gbps=args.uplink_gbps, oversubscription=args.oversubscription,
         reference_gbps=args.reference_gbps, out=args.out, jobs_csv=args.jobs_csv, no_store=args.no_store,
         db=args.db,  # None when not given: a refusal names $STASH_DB or the default, not --db
@@ -213,8 +212,37 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     return 0
 
 
+# Options that set one policy's behaviour, and the policies that use them (policy.py)
+USED_BY = {
+    "--delay-s": ("delay",), "--scale": ("network-delay", "network-preempt"),
+    "--checkpoint-s": PREEMPTIVE, "--min-run-s": PREEMPTIVE, "--max-preemptions": PREEMPTIVE,
+    "--las-limits-gpu-h": ("las",), "--starve-factor": ("las",),
+}  # fmt: skip
+# The policy options' defaults where not given
+POLICY_DEFAULTS = {
+    "checkpoint_s": defaults.CHECKPOINT_S, "min_run_s": defaults.MIN_RUN_S,
+    "max_preemptions": defaults.MAX_PREEMPTIONS, "las_limits_gpu_h": defaults.LAS_LIMITS_GPU_H,
+    "starve_factor": defaults.STARVE_FACTOR,
+}  # fmt: skip
+
+
+def _policy_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The policy options as given, their defaults where not."""
+    given = {name: getattr(args, name) for name in POLICY_DEFAULTS}
+    return {name: given[name] if given[name] is not None else default
+            for name, default in POLICY_DEFAULTS.items()}  # fmt: skip
+
+
 def _refuse_unused(args: argparse.Namespace) -> None:
-    """UsageError for an option the simulation would not use, as --delay-s without --tuning given is."""
+    """UsageError for an option the simulation would not use, as --delay-s without --tuning given is, or one
+    that only policies not run use (--starve-factor with --policies fifo,sjf)."""
+    policies = chosen_policies(args.policies, POLICIES)
+    for flag, users in USED_BY.items():
+        if getattr(args, flag[2:].replace("-", "_")) is not None and not set(users) & set(policies):
+            raise UsageError(f"{flag} sets {' and '.join(users)}, not run here (--policies "
+                             f"{','.join(policies)})")  # fmt: skip
+    if args.synthetic_jobs is not None and args.trace_format != "auto":
+        raise UsageError("--trace-format reads a --trace file; --synthetic-jobs makes its own jobs")
     timers_given = args.delay_s is not None or args.scale is not None
     tuning = args.tuning or ("given" if timers_given else defaults.TUNING)
     if args.tune_fraction is not None and tuning != "split":

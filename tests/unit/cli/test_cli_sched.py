@@ -160,6 +160,35 @@ def test_a_policy_given_twice_is_refused(tmp_path, capsys):
     assert not (tmp_path / "o").exists()
 
 
+@pytest.mark.parametrize(
+    "policies, option, message",
+    [
+        ("fifo,sjf", ["--starve-factor", "3"], "--starve-factor sets las, not run here (--policies fifo,sjf)"),
+        ("fifo", ["--las-limits-gpu-h", "2,20"], "--las-limits-gpu-h sets las, not run here"),
+        ("sjf", ["--checkpoint-s", "5"], "--checkpoint-s sets las and network-preempt, not run here"),
+        ("delay", ["--max-preemptions", "1"], "--max-preemptions sets las and network-preempt"),
+        ("las", ["--delay-s", "9"], "--delay-s sets delay, not run here (--policies las)"),
+        ("delay", ["--scale", "2"], "--scale sets network-delay and network-preempt, not run here"),
+        ("fifo", ["--trace-format", "philly"], "--trace-format reads a --trace file"),
+    ],
+)  # fmt: skip
+def test_an_option_no_chosen_policy_uses_is_refused(tmp_path, capsys, policies, option, message):
+    """These ran without a word, the simulation as if they had not been given."""
+    status = main(["schedule", "--synthetic-jobs", "5", "--policies", policies, *option, "--no-store",
+                   "--out", str(tmp_path / "o")])  # fmt: skip
+    err = capsys.readouterr().err
+    assert status == 2 and message in err and len(err.strip().splitlines()) == 1
+    assert not (tmp_path / "o").exists()
+
+
+def test_a_policy_option_given_for_its_policy_is_used(tmp_path, capsys):
+    args = ["schedule", "--synthetic-jobs", "40", "--policies", "las", "--no-store", "--cluster", "1x2x8"]
+    assert main([*args, "--out", str(tmp_path / "a")]) == 0
+    default = capsys.readouterr().out
+    assert main([*args, "--las-limits-gpu-h", "0.01,0.02", "--out", str(tmp_path / "b")]) == 0
+    assert capsys.readouterr().out.split("result:")[0] != default.split("result:")[0]
+
+
 def not_a_database(tmp_path):
     (tmp_path / "notes.txt").write_text("not a database")
     return tmp_path / "notes.txt"
