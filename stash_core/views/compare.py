@@ -29,6 +29,7 @@ from stash_core.api.predicting import predict
 from stash_core.catalog import check_runs, list_instances
 from stash_core.cells import plain, plain_row
 from stash_core.decide.predict.cpu_rows import CPU_MEASURED
+from stash_core.decide.predict.instances import refused_instance
 from stash_core.decide.predict.profile_arithmetic import DEFAULT_PRECISION
 from stash_core.errors import UsageError
 from stash_core.results.file import STALL_NAMES
@@ -163,8 +164,7 @@ def compare_with_predictions(db_path: Path | str, model: str, batch_size: int, *
 
 def _instance_of(reason: str) -> str:
     """The instance a reason of predict() names: 'NAME: ...' or 'COUNT x NAME: ...'."""
-    head = reason.split(":", 1)[0]
-    return head.split(" x ", 1)[1] if " x " in head else head
+    return refused_instance(reason.partition(": ")[0])
 
 
 def _shape_of(text: Any) -> tuple[int, ...] | None:

@@ -5,6 +5,7 @@ rows with script.py's predictor."""
 from __future__ import annotations
 
 import difflib
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -107,7 +108,14 @@ def refusal_json(line: str) -> dict[str, str]:
     """A line of not_predictable as JSON: 'NAME: reason' (or '2 x NAME: reason') ->
     {"instance": "NAME", "configuration": "2 x NAME", "reason": "reason"}."""
     head, _, reason = line.partition(": ")
-    return {"instance": head.split(" x ", 1)[-1], "configuration": head, "reason": reason or line}
+    return {"instance": refused_instance(head), "configuration": head, "reason": reason or line}
+
+
+def refused_instance(head: str) -> str:
+    """The instance of a refusal's head, 'NAME' or 'COUNT x NAME' (COUNT: 2 or 2-4): a label that holds
+    ' x ' after its start ('box x 2') is not cut there."""
+    counted = re.fullmatch(r"\d+(?:-\d+)? x (.+)", head)
+    return counted.group(1) if counted else head
 
 
 def all_catalog_rows(db_path: Path | str) -> dict[str, dict]:

@@ -80,6 +80,16 @@ def test_a_refusal_names_every_machine_count_it_stops(tmp_path, capsys):
     answer = json.loads(out)
     assert status == 0 and [row["instance_count"] for row in answer["predictions"]] == [1]
     assert [row["configuration"] for row in answer["not_predicted"]] == ["2-4 x Standard_NC6s_v3"]
+    assert [row["instance"] for row in answer["not_predicted"]] == ["Standard_NC6s_v3"]
+
+
+def test_a_refusal_keeps_a_label_that_holds_an_x_whole():
+    """'box x 2' was named as instance '2' in not_predicted's JSON."""
+    from stash_core.decide.predict.instances import refusal_json
+
+    assert refusal_json("box x 2: not predicted - no GPU")["instance"] == "box x 2"
+    assert refusal_json("2-4 x box x 2: no network bandwidth")["instance"] == "box x 2"
+    assert refusal_json("3 x p3.2xlarge: no network")["instance"] == "p3.2xlarge"
 
 
 def test_the_table_says_how_many_of_the_instances_gpus_are_used(tmp_path, capsys):
