@@ -196,6 +196,7 @@ def format_prediction(result: Any, rows: int | None = DEFAULT_ROWS) -> str:
     if near_limit:
         lines.append(f"  ! near the GPU's memory (over {NEAR_LIMIT:.0%} of it): the allocator's fragmentation "
                      "and the CUDA context, not counted, may not fit; a smaller batch is safer")  # fmt: skip
+    lines += _noted_rows(records)
     if len(shown) and shown["unvalidated"].any():  # said where a row shown carries its mark
         lines.append("  * unvalidated: no held-out published figure of this GPU; its error is a wider guess")
     if len(shown) and (shown["source"].eq("measured") & shown["memory_gb"].isna()).any():  # a CPU profile's
@@ -223,6 +224,27 @@ def format_prediction(result: Any, rows: int | None = DEFAULT_ROWS) -> str:
         comm_method_line(),
     ]
     return "\n".join(lines)
+
+
+# Row notes that change what a row's figures mean, said under the table too (the others are JSON's)
+TABLE_NOTES = {
+    "bfloat16 on a GPU without BF16": "bfloat16 on a GPU without BF16 matrix units: its products on the FP32 "
+    "cores",
+    "overhead-bound": "overhead-bound: the host's dispatch of every kernel, not the GPU, sets the step",
+}  # fmt: skip
+
+
+def _noted_rows(records: list[dict]) -> list[str]:
+    """A line for each TABLE_NOTES note some shown rows carry, naming them (three at most)."""
+    from stash_core.decide.predict.instances import note_list
+
+    lines = []
+    for start, words in TABLE_NOTES.items():
+        noted = [row["config"] for row in records if any(n.startswith(start) for n in note_list(row["note"]))]
+        if noted:
+            more = f" and {len(noted) - 3} more" if len(noted) > 3 else ""
+            lines.append(f"  {words} ({', '.join(noted[:3])}{more})")
+    return lines
 
 
 def accelerator_cell(row: dict) -> str:

@@ -326,3 +326,20 @@ def test_a_cpu_profiles_measured_row_says_its_step_leaves_the_data_stalls_out(tm
     status, out, _ = run(capsys, "predict", "--model", "resnet18", "--batch-size", "8", "--gpu", "T4",
                          "--db", db)  # fmt: skip
     assert status == 0 and "measured on a CPU machine" not in out
+
+
+def test_the_table_says_which_rows_run_bfloat16_on_fp32_cores(tmp_path, capsys):
+    """The note was in the JSON only: the table's V100 rows read as if on BF16 units."""
+    model = tmp_path / "lm.py"
+    model.write_text(
+        "import torch\n\n\ndef make(num_classes=10):\n"
+        "    body = torch.nn.Sequential(torch.nn.Embedding(100, 32), torch.nn.Flatten(), "
+        "torch.nn.Linear(512, num_classes))\n"
+        "    return body.to(torch.bfloat16)\n"
+    )
+    status, out, _ = run(capsys, "predict", "--model", f"{model}:make", "--batch-size", "8", "--input-shape",
+                         "16", "--instances", "p3.2xlarge,a2-highgpu-1g",
+                         "--db", str(tmp_path / "x.duckdb"))  # fmt: skip
+    assert status == 0
+    [line] = [line for line in out.splitlines() if line.startswith("  bfloat16 on a GPU without BF16")]
+    assert line.endswith("(1 x p3.2xlarge)")
