@@ -246,11 +246,11 @@ def run_launches(
             doc["probes"].append(probe_record(probe, doc, plan, remote))
         if outcome["status"] != "completed":
             reporter.phase_finished(outcome)
-            for name in names:
+            for name in names:  # the launch's time is its own run's: a paired R0 counts none of it twice
                 records[name].update(
                     status="failed", error=outcome["error"], telemetry=outcome.get("telemetry"),
                     stderr_tail=outcome.get("stderr_tail"), stdout_tail=outcome.get("stdout_tail"),
-                    wall_s=outcome.get("wall_s"),
+                    wall_s=outcome.get("wall_s") if name == plan.name else 0.0,
                 )  # fmt: skip
             failure = UsageError if usage_error else MeasurementError
             raise failure(f"run {plan.name} ({plan.description}) failed: {outcome['error']}")

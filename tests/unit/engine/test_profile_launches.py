@@ -115,3 +115,31 @@ def test_rounds_go_on_for_the_stalls_short_of_their_target_and_progress_only_mov
     assert messages[:3] == ["round 1 of 3: R0 R1", "round 2 of 3: R1 R0", "round 3 of 3: R0 R1"]
     assert messages[3] == "round 4 (of at most 12; compute short of the target): R0"
     assert state.phases[0].name == "R0" and state.phases[0].launches == rounds
+
+
+def test_a_failed_paired_launch_counts_its_time_once(monkeypatch) -> None:
+    """R0 and R1 timed in one launch that fails: each record held the launch's whole wall time, so the
+    phases' wall_s added up to twice what the profile spent."""
+    import io
+
+    from stash_core.engine import profiler
+    from stash_core.engine.launches import LaunchedRuns
+    from stash_core.engine.plan import PhasePlan
+    from stash_core.engine.progress import JsonReporter
+    from stash_core.errors import MeasurementError
+    from stash_core.spec import ProfileSpec
+
+    def failing(plan, spec, data, reporter, warnings, remote=None, grad_bytes=None, **paired) -> dict:
+        return {**plan.to_dict(), "status": "failed", "error": "rank 1 exited with 1", "wall_s": 7.5}
+
+    monkeypatch.setattr(profiler, "run_phase", failing)
+    monkeypatch.setattr(profiler, "pairs_runs", lambda *args: True)
+    plans = [PhasePlan("R0", 1, 1, "synthetic"), PhasePlan("R1", 2, 1, "synthetic")]
+    doc: dict = {"phases": [], "probes": []}
+    spec = ProfileSpec(model="m", batch_size=2, max_phase_s=60.0)
+    with pytest.raises(MeasurementError, match="run R1"):
+        profiler.run_launches(plans, spec, None, JsonReporter(io.StringIO()), [], None, doc, {},
+                              LaunchedRuns(["R0", "R1"], 1))  # fmt: skip
+    walls = {phase["name"]: phase["wall_s"] for phase in doc["phases"]}
+    assert walls == {"R0": 0.0, "R1": 7.5}
+    assert {phase["status"] for phase in doc["phases"]} == {"failed"}
