@@ -1,7 +1,7 @@
 """Compare instances: one job (model, batch per worker, input shape, data, workers, machines, device) across
 instances - speed, cost, stalls; runs whose machine contradicts their instance label are marked, not
-priced; catalog instances not measured are shown predicted, marked apart from the measured ones, in the
-precision the measured job trained in."""
+priced; catalog instances not measured are shown predicted, marked apart from the measured ones, in
+PyTorch's default arithmetic, as the measured job trained."""
 
 import json
 
@@ -293,8 +293,8 @@ def predictions(everything: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFram
 
 
 def precision(note: str | None, set_aside: list[str]) -> None:
-    """Which precision the predictions are for and why (the one the measured job trained in), and each stored
-    profile of the job they set aside for having measured another."""
+    """Which precision the predictions are for and why (PyTorch's default, as the measured job trained), and
+    each stored profile of the job they set aside (a machine that contradicts its label)."""
     if note:
         st.caption(f":material/memory: {plain(note[:1].upper() + note[1:])}.")
     for line in set_aside:

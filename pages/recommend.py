@@ -66,9 +66,9 @@ def request_form() -> RecommendRequest | None:
         )  # fmt: skip
         precision = first[2].selectbox(
             "Precision", PRECISIONS, key="rec-precision", persist_state="session",
-            help="pytorch: as PyTorch trains the model when the job sets none (tf32 for convolutions and "
-            "recurrent layers on Ampere and later, else fp32); fp32; tf32 (Ampere and later); amp: mixed "
-            "precision (FP16/BF16 tensor cores)",
+            help="pytorch: as PyTorch trains the model when the job sets none (convolutions and recurrent "
+            "layers in TF32 on Ampere and later, other matrix products in FP32); fp32; tf32 (every matrix "
+            "product, Ampere and later); amp: mixed precision (FP16/BF16 tensor cores)",
         )  # fmt: skip
         epochs = first[3].number_input(
             "Epochs", min_value=0.1, value=90.0, step=1.0, format="%g", key="rec-epochs",
