@@ -180,8 +180,9 @@ def add_db_argument(parser: argparse.ArgumentParser) -> None:
 # runs cuDNN's convolutions and recurrent layers in TF32 (torch.backends.cudnn.allow_tf32) and matrix products
 # in FP32.
 PRECISION_HELP = (
-    "arithmetic of the training: pytorch (as PyTorch trains the model when the job sets none: tf32 for "
-    "one whose convolutions or recurrent layers do most of its matrix work, else fp32), fp32 (FP32 "
+    "arithmetic of the training: pytorch (as PyTorch trains the model when the job sets none: "
+    "convolutions and recurrent layers on TF32 tensor cores where the GPU has them, other matrix products "
+    "in FP32; restated as tf32 where those layers do most of the matrix work, else fp32), fp32 (FP32 "
     "throughout), tf32 (TF32 tensor cores for every matrix operator), amp (float16/bfloat16 autocast)"
 )
 
