@@ -60,8 +60,9 @@ def predict(
         max_instances: also 2..N instances of each type (1: one of each).
         gpu: only instances with these GPUs (names as NVML, SkyPilot or datasheets give them); with `model`
             only: refused with `script_run`, whose instances `instances` names.
-        precision: "pytorch" (PyTorch's own for the model: tf32 where convolutions or recurrent layers do
-            most of its matrix work, else fp32), "fp32", "tf32" or "amp".
+        precision: "pytorch" (PyTorch's own: convolutions and recurrent layers in TF32 where the GPU
+            has it, other matrix products in FP32; restated as tf32 where those layers do most of the
+            matrix work, else fp32), "fp32", "tf32" (every matrix product) or "amp".
         memory_format, optimizer, optimizer_impl, attention: how the job trains, as the step model tells
             it apart ("nchw"/"channels_last"; "sgd"/"adamw"/"rmsprop"; "foreach"/"fused"/"loop";
             "fused"/"eager").
