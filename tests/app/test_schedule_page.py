@@ -72,7 +72,9 @@ def test_the_pages_defaults_are_the_commands(tmp_path, monkeypatch):
     assert app.multiselect(key="sched-policies").value == args.policies.split(",")
     assert app.selectbox(key="sched-tuning").value == "split" and args.tuning is None  # None: split
     assert app.selectbox(key="sched-arrivals").value == "poisson" and args.arrivals is None  # poisson
-    assert (value("sched-checkpoint"), value("sched-min-run")) == (args.checkpoint_s, args.min_run_s)
+    # None: the command's default, which a policy run without preemption refuses to be given
+    assert (value("sched-checkpoint"), value("sched-min-run")) == (defaults.CHECKPOINT_S, defaults.MIN_RUN_S)
+    assert args.checkpoint_s is None and args.min_run_s is None
     # None: the command's default, which --node-gbps refuses to be given (a link model replaces the factor)
     assert (value("sched-uplink-factor"), value("sched-reference")) == (
         defaults.UPLINK_FACTOR,

@@ -219,5 +219,5 @@ def test_a_cloud_campaign_times_its_profiles_as_they_run_in_pytorchs_default(tmp
     predict = cloud_plan.predict_steps(CampaignSettings(db_path=tmp_path / "x.duckdb"))
     steps, _ = predict("resnet50", 64, 1, ["a2-highgpu-1g"])
     as_run = predict_instances(tmp_path / "x.duckdb", "resnet50", 64, instances=["a2-highgpu-1g"],
-                               workers_per_instance=1, precision="tf32")  # fmt: skip
+                               workers_per_instance=1, precision="pytorch")  # fmt: skip
     assert steps["a2-highgpu-1g"][0] == pytest.approx(float(as_run.frame["iteration_s"].iloc[0]))
