@@ -16,7 +16,7 @@ import math
 
 from stash_core.analysis.advice import SCRIPT_ENDED_WORDS
 from stash_core.analysis.stats import Pooled, launch_of_rounds, pool_rounds, summarise
-from stash_core.engine.paired import PAIRED_RUNS, group_rounds
+from stash_core.engine.paired import FIRST_STARTUP_ESTIMATE_S, PAIRED_RUNS, group_rounds
 from stash_core.engine.spread_cause import (  # noqa: F401 - where the rounds' warnings and tests find them
     CAP_REASONS,
     OTHER_LOAD_MEAN_CORES,
@@ -121,11 +121,19 @@ class LaunchedRuns:
             found.append(max(0.0, (outcome.get("wall_s") or 0.0) - loop_s))
         return max(found)
 
+    def expected_startup_s(self, name: str) -> float:
+        """The start-up a run's next launch is expected to take: its own largest so far; before its first
+        launch the largest any run of the profile took, and FIRST_STARTUP_ESTIMATE_S before any launch."""
+        if self.outcomes.get(name):
+            return self.startup_s(name)
+        others = [self.startup_s(other) for other, outcomes in self.outcomes.items() if outcomes]
+        return max(others) if others else FIRST_STARTUP_ESTIMATE_S
+
     def launch_cap_s(self, name: str, max_phase_s: float, launches_left: int, planned_cap_s: float) -> float:
-        """The time cap of a run's next planned launch, so that its launches keep to --max-phase-seconds in
-        all, start-up included: what the run has left, shared over its launches still due, less a start-up
-        like its largest so far; never above the planned share, nor below MIN_LAUNCH_CAP_S."""
-        left_s = (max_phase_s - self.run_wall_s(name)) / max(launches_left, 1) - self.startup_s(name)
+        """The time cap of a run's next planned launch, its first included, so that its launches keep to
+        --max-phase-seconds in all, start-up included: what the run has left, shared over its launches still
+        due, less the start-up expected; never above the planned share, nor below MIN_LAUNCH_CAP_S."""
+        left_s = (max_phase_s - self.run_wall_s(name)) / max(launches_left, 1) - self.expected_startup_s(name)
         return max(MIN_LAUNCH_CAP_S, min(planned_cap_s, left_s))
 
     def pool_into(self, records: list[dict]) -> None:

@@ -214,9 +214,9 @@ def run_launches(
             if name not in records:
                 records[name] = {**plan_of[name].to_dict(), "status": "interrupted", "error": "interrupted"}
                 doc["phases"].append(records[name])
-        # The bandwidth probe once per run, in its first launch. The later planned launches of a run share
-        # what its budget has left, start-up included (launches.launch_cap_s); R0 and R1 timed together
-        # share both runs' time (paired.loop_cap_s).
+        # The bandwidth probe once per run, in its first launch. The planned launches of a run share what
+        # its budget has left, start-up included (launches.launch_cap_s: the first launch's expected from
+        # the profile's earlier runs); R0 and R1 timed together share both runs' time (paired.loop_cap_s).
         this_spec = per_launch
         if len(names) > 1:
             walls_s = sum(launched.run_wall_s(name) for name in names)
@@ -224,10 +224,10 @@ def run_launches(
             # each run of the pair its launch's share of --max-iterations, as a launch of its own gets
             this_spec = replace(spec, max_phase_s=cap_s, probes=spec.probes and round_index == 0,
                                 max_iterations=len(names) * per_launch.max_iterations)  # fmt: skip
-        elif round_index > 0:
+        else:
             cap_s = launched.launch_cap_s(plan.name, spec.max_phase_s, max(launches - round_index, 1),
                                           per_launch.max_phase_s)  # fmt: skip
-            this_spec = replace(per_launch, probes=False, max_phase_s=cap_s)
+            this_spec = replace(per_launch, probes=per_launch.probes and round_index == 0, max_phase_s=cap_s)
         launch_warnings_: list[str] = []
         outcome = timed_launch(plan, this_spec, launch_warnings_, round_index)
         error = outcome.get("error")

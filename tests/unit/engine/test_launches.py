@@ -15,6 +15,7 @@ from stash_core.engine.launches import (
     rounds_of,
     script_end_warning,
 )
+from stash_core.engine.paired import FIRST_STARTUP_ESTIMATE_S
 from stash_core.engine.plan import (
     DEFAULT_LAUNCHES,
     MAX_ROUNDS_FACTOR,
@@ -276,3 +277,17 @@ def test_a_scripts_real_data_runs_without_a_data_dir_are_not_said_to_read_cold_f
     assert "cache_set" not in phase_plan("R2", spec).to_dict()  # the run's record is as before
     with_folder = ProfileSpec(model="script:train.py", script="train.py", batch_size=None, data_dir="/data")
     assert phase_plan("R2", with_folder).description == "1 worker, real data read cold from disk"
+
+
+def test_a_runs_first_launch_keeps_a_start_up_out_of_its_loop_as_the_profiles_earlier_runs_took() -> None:
+    """The first launch of each run timed its loop for the whole planned share, its start-up on top: a script
+    profiled with --max-phase-seconds 6 --launches 1 took 9 to 11 s a run."""
+    launched = LaunchedRuns(["R0", "R3"], 1)
+    # before any launch of the profile: the estimate the paired launch also keeps out
+    assert launched.expected_startup_s("R0") == FIRST_STARTUP_ESTIMATE_S
+    first_cap_s = launched.launch_cap_s("R0", 12.0, 1, planned_cap_s=12.0)
+    assert first_cap_s == pytest.approx(12.0 - FIRST_STARTUP_ESTIMATE_S)
+    _add_round(launched, 0, {"R0": 0.25})  # 2 s of start-up (see above)
+    # R3's first launch: R0's start-up kept out of its 6 s
+    assert launched.expected_startup_s("R3") == pytest.approx(2.0)
+    assert launched.launch_cap_s("R3", 6.0, 1, planned_cap_s=6.0) == pytest.approx(4.0)
