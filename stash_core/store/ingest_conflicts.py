@@ -102,16 +102,23 @@ def stored_probe_figures(con: duckdb.DuckDBPyConnection, probe_id: str) -> dict[
 # result file (ingest._add_missing_samples).
 
 
+# The iterations columns a run's samples are compared on, each by its count and sum
+ITERATION_COLUMNS = ("iteration_s", "data_s", "forward_s", "backward_s", "optimizer_s", "slowest_rank")
+
+
 def sample_figures(run: PreparedRun) -> dict[str, tuple[int, float]]:
-    """{"iterations R0": (rows, sum of iteration_s), "telemetry R0 cpu_util_pct": (rows, sum of its values),
-    ..., "probes": (rows, sum of time_s)} of a run to store (telemetry per metric: their scales differ)."""
+    """{"iterations R0 iteration_s": (values, their sum), ... for each ITERATION_COLUMNS, "telemetry R0
+    cpu_util_pct": (rows, sum of its values), ..., "probes": (rows, sum of time_s)} of a run to store
+    (telemetry per metric: their scales differ)."""
     import pyarrow.compute as pc
 
     figures: dict[str, tuple[int, float]] = {}
     for phase, rows in run.iterations:
-        column = rows.column("iteration_s")
-        total_s = pc.sum(column).as_py() or 0.0
-        figures[f"iterations {phase}"] = (len(column) - column.null_count, float(total_s))
+        for name in ITERATION_COLUMNS:
+            if name in rows.column_names:
+                column = rows.column(name)
+                total = pc.sum(column).as_py() or 0.0
+                figures[f"iterations {phase} {name}"] = (len(column) - column.null_count, float(total))
     for phase, rows in run.telemetry:
         frame = rows.select(["metric", "value"]).to_pandas()
         for metric, values in frame.groupby("metric", observed=True)["value"]:
@@ -124,12 +131,16 @@ def sample_figures(run: PreparedRun) -> dict[str, tuple[int, float]]:
 def stored_sample_figures(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, tuple[int, float]]:
     """sample_figures of the run stored under `run_id` (tables without its rows left out)."""
     figures: dict[str, tuple[int, float]] = {}
+    per_column = " UNION ALL ".join(
+        f"SELECT 'iterations ' || phase || ' {name}', count({name}), coalesce(sum({name}), 0) FROM iterations "
+        "WHERE run_id = ? GROUP BY phase"
+        for name in ITERATION_COLUMNS
+    )
     rows = con.execute(
-        "SELECT 'iterations ' || phase, count(iteration_s), coalesce(sum(iteration_s), 0) FROM iterations "
-        "WHERE run_id = ? GROUP BY phase UNION ALL "
+        f"{per_column} UNION ALL "
         "SELECT 'telemetry ' || phase || ' ' || metric, count(value), coalesce(sum(value), 0) FROM telemetry "
         "WHERE run_id = ? GROUP BY phase, metric",
-        [run_id, run_id],
+        [run_id] * (len(ITERATION_COLUMNS) + 1),
     ).fetchall()
     figures.update({name: (count, float(total)) for name, count, total in rows})
     count, total = con.execute(

@@ -540,6 +540,19 @@ def test_a_result_file_with_other_samples_is_refused_not_called_already_stored(t
         store.ingest_files(db_path, [first, second])
 
 
+def test_a_result_file_whose_samples_differ_in_a_part_of_the_step_is_refused(db_path, result_doc):
+    """Samples were compared by their iteration times alone: a file whose forward times differ was "already
+    stored" and the stored ones kept."""
+    doc = result_doc(run_id="20261122T080000Z-aaaa0033")
+    store.ingest_result(db_path, doc)
+    other = json.loads(json.dumps(doc))
+    samples = other["phases"][0]["samples"]
+    assert samples.get("forward_s"), "the fixture's samples hold the step's parts"
+    samples["forward_s"][0] += 0.001
+    with pytest.raises(UsageError, match=r"already stored with other iterations R\d forward_s"):
+        store.ingest_result(db_path, other)
+
+
 def test_a_result_file_with_other_communication_is_refused_not_called_already_stored(db_path, result_doc):
     """The probes' bus bandwidth and the network reference were not compared: an edited file was "already
     stored" and the old figures kept."""
