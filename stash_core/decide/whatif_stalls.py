@@ -22,14 +22,16 @@ def checked_figure(entry: dict[str, Any]) -> dict[str, Any]:
 
 
 def why_not(entry: dict[str, Any], stall: str, has_phases: bool, phases: str) -> str:
-    """Why a stall's question has no answer: the runs missing, else its status (negative, not separable)."""
+    """Why a stall's question has no answer: a stall that could not be separated says why (a script without
+    --data-dir runs no cached phase: its missing R3 is not the reason), else the runs missing, else its
+    status (negative)."""
     status, note = entry.get("status"), entry.get("note") or ""
+    if status == "not_separable":
+        return f"not separable: {note}"
     if not has_phases:
         return f"not measured: the run has no {phases}"
     if status == "negative":
         return f"not answered: the {stall} stall came out {note}, so the runs measured none to hide"
-    if status == "not_separable":
-        return f"not separable: {note}"
     if status == "invalid":
         return f"not answered: the {stall} stall is {note}"
     return f"not measured: the run did not measure the {stall} stall"

@@ -313,3 +313,18 @@ def test_the_command_keeps_a_stored_model_name_on_its_line(tmp_path, capsys):
     cmd_whatif(argparse.Namespace(db=str(db), run_id=run_id, target_share=0.05, json=False))
     out = capsys.readouterr().out
     assert "m\\nFAKE line" in out and not any(line.startswith("FAKE") for line in out.splitlines())
+
+
+def test_a_script_run_without_its_data_folder_is_told_why_cpu_and_disk_are_not_answered(tmp_path):
+    """A script profiled without --data-dir runs R2 but no R3: the answers said it had no cold and cached
+    real-data phases, where R2 did run; the reason is that CPU and disk could not be told apart."""
+    db = tmp_path / "w.duckdb"
+    doc = result_doc(loader_workers=1, cpu_cores=8, batch_size=32, stalls=DATA_STALLS)
+    doc["phases"] = [phase for phase in doc["phases"] if phase["name"] != "R3"]
+    note = "without --data-dir Stash cannot set the page-cache state of the files the script reads"
+    for stall in ("cpu", "disk"):
+        doc["breakdown"]["stalls"][stall] = {"seconds": None, "status": "not_separable", "note": note}
+    ingest_result(db, doc)
+    answers = whatif(db, doc["run_id"])
+    for stall in ("cpu", "disk"):
+        assert answers[stall]["status"] == f"not separable: {note}"
