@@ -352,8 +352,8 @@ def format_whatif(answer: dict[str, Any]) -> str:
             predicted = item.get("predicted_iteration_s")
             tail = f" -> iteration {predicted:.4f} s" if predicted is not None else ""
             lines.append(f"  {title:<18} {item['summary']}{tail}")
-        else:
-            lines.append(f"  {title:<18} {item['status']}")
+        else:  # its summary where it has one: "within the noise" alone lost what would resolve it
+            lines.append(f"  {title:<18} {item.get('summary') or item['status']}")
         if key == "cpu":  # under the CPU's answer: after the network's it read as the network's
             for row in item.get("predictions") or []:
                 lines.append(f"      {row['cores_per_worker']:>3} cores/worker -> {row['iteration_s']:.4f} s")
