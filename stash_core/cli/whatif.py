@@ -6,7 +6,8 @@ import argparse
 import json
 from typing import Any
 
-from stash_core.cli.args import add_db_argument, db_path, fraction
+from stash_core.cli.args import Number, add_db_argument, db_path
+from stash_core.decide.whatif_stalls import DEFAULT_TARGET_SHARE, MIN_TARGET_SHARE
 from stash_core.terminal import one_line, printable
 
 # The what-if answers are imported inside cmd_whatif: building `stash --help` must not load pandas.
@@ -17,7 +18,9 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     what = subparsers.add_parser("whatif", help="what would hide a stored run's CPU, disk and network stalls")
     what.add_argument("run_id")
     what.add_argument(
-        "--target-share", type=fraction(), default=0.05,
+        "--target-share", default=DEFAULT_TARGET_SHARE,
+        type=Number(MIN_TARGET_SHARE, 1, whole=False, high_open=True,
+                    what=f"a fraction from {MIN_TARGET_SHARE:g} to below 1"),
         help="network stall to aim for, as a share of the rest of the iteration (0.05: 5%% of the time the "
         "iteration takes without it)",
     )

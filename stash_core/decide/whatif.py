@@ -31,6 +31,8 @@ from stash_core.analysis.stats import resolved
 from stash_core.catalog import get_instance
 from stash_core.decide.fit.observations import spec_bandwidth_gbps, split_instance_label
 from stash_core.decide.whatif_stalls import (
+    DEFAULT_TARGET_SHARE,
+    MIN_TARGET_SHARE,
     NOISE_SHARE,
     checked_figure,
     hidden,
@@ -42,8 +44,6 @@ from stash_core.errors import UsageError, no_run_error
 from stash_core.store import get_run, telemetry_frame
 from stash_core.units import finite_float, size_words
 
-DEFAULT_TARGET_SHARE = 0.05
-
 
 def whatif(db_path: Path | str, run_id: str, target_share: float = DEFAULT_TARGET_SHARE) -> dict[str, Any]:
     """Answers for one stored run: run_id, model, iteration_s, cpu, disk, network, assumptions.
@@ -52,8 +52,8 @@ def whatif(db_path: Path | str, run_id: str, target_share: float = DEFAULT_TARGE
     "not measured" or why not), the resource needed, "predicted_iteration_s" with it and a one-line "summary".
     """
 
-    if not 0 < target_share < 1:
-        raise UsageError(f"target share must be between 0 and 1, got {target_share!r}")
+    if not MIN_TARGET_SHARE <= target_share < 1:
+        raise UsageError(f"target share must be from {MIN_TARGET_SHARE:g} to below 1, got {target_share!r}")
     run = get_run(db_path, run_id)
     if run is None:
         raise no_run_error(run_id, db_path)
@@ -314,7 +314,7 @@ def network_answer(
     factor = network_s / (target_share * rest_s)
     predicted = rest_s * (1 + target_share) if factor > 1 else iteration_s
     needed = None if gbps is None else gbps * max(factor, 1.0)
-    target = f"{target_share:.0%} of the rest of the iteration"
+    target = f"{target_share * 100:.3g}% of the rest of the iteration"
     if factor <= 1:  # at or below the target already: the current bandwidth is enough
         now = f"{gbps:g} Gbit/s per machine" if gbps is not None else "the current bandwidth"
         return {
@@ -324,7 +324,7 @@ def network_answer(
             "bandwidth_gbps_needed": gbps,
             "predicted_iteration_s": iteration_s,
             "summary": f"network stall is {network_s / rest_s:.1%} of the rest of the iteration, within the "
-            f"{target_share:.0%} target at {now}",
+            f"{target_share * 100:.3g}% target at {now}",
         }
     if needed is not None:
         summary = (

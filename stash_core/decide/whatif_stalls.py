@@ -9,6 +9,10 @@ from stash_core.analysis.stalls import stall_fault
 from stash_core.units import finite_float
 
 NOISE_SHARE = 0.02  # a stall below 2% of the iteration (or its CI) counts as already hidden
+DEFAULT_TARGET_SHARE = 0.05  # the network stall whatif aims for, a share of the rest of the iteration
+# The smallest share asked for: below it the bandwidth asked grows past any link (1e-300 asked for 1e299
+# Gbit/s), and the stall is already far below what a profile resolves
+MIN_TARGET_SHARE = 0.001
 
 
 def checked_figure(entry: dict[str, Any]) -> dict[str, Any]:

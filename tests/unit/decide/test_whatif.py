@@ -331,3 +331,13 @@ def test_a_script_run_without_its_data_folder_is_told_why_cpu_and_disk_are_not_a
     answers = whatif(db, doc["run_id"])
     for stall in ("cpu", "disk"):
         assert answers[stall]["status"] == f"not separable: {note}"
+
+
+def test_a_target_share_too_small_to_mean_a_link_is_refused(tmp_path):
+    """--target-share 1e-300 asked for 7.75e+299 Gbit/s per machine; 0.001 is said as 0.1%, not 0%."""
+    db = tmp_path / "w.duckdb"
+    run_id = _store(db, nodes=2, stalls={"compute": 0.2, "network": 0.3})
+    assert stash_main("whatif", run_id, "--target-share", "1e-300", "--db", str(db)).returncode == 2
+    with pytest.raises(UsageError, match="from 0.001 to below 1"):
+        whatif(db, run_id, 1e-300)
+    assert "0.1% of the rest of the iteration" in whatif(db, run_id, 0.001)["network"]["summary"]
