@@ -122,10 +122,21 @@ def _failed(error: Exception, json_errors: bool = False) -> int:
         line, status = f"the database could not be written: {one_line(error)}", 1
     else:
         raise error  # a bug: its traceback
+    line = capped(line)
     if json_errors:  # first: a script reading stdout gets it even where nobody reads stderr
         _say_json(line, status)
     _say(f"stash: {printable(line)}")
     return status
+
+
+MAX_ERROR_CHARS = 2000  # an error line echoes what was given: a 100,000-character argument is cut
+
+
+def capped(line: str) -> str:
+    """The error line, cut at MAX_ERROR_CHARS with the count of what was left out."""
+    if len(line) <= MAX_ERROR_CHARS:
+        return line
+    return f"{line[:MAX_ERROR_CHARS]}... ({len(line) - MAX_ERROR_CHARS:,} more characters)"
 
 
 def reserve_standard_descriptors() -> None:

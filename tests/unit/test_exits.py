@@ -110,3 +110,14 @@ def test_a_corrupt_block_read_after_the_open_is_one_line_not_a_traceback(capsys,
     err = capsys.readouterr().err
     assert err.startswith("stash: the database is corrupt (Corrupt database file: computed checksum 1")
     assert err.count("\n") == 1 and "stash ingest results/*.json --db NEW.duckdb" in err
+
+
+def test_an_error_that_echoes_a_huge_argument_is_cut_to_a_line_a_terminal_can_show(tmp_path, capsys):
+    """`stash show` of a 100,000-character run id wrote a 100,029-byte line to the standard error."""
+    from stash_core.cli.main import main
+    from stash_core.exits import MAX_ERROR_CHARS
+
+    assert main(["show", "a" * 100_000, "--db", str(tmp_path / "r.duckdb")]) == 2
+    err = capsys.readouterr().err
+    assert len(err) < MAX_ERROR_CHARS + 100 and err.rstrip().endswith("more characters)")
+    assert len(err.strip().splitlines()) == 1
