@@ -96,7 +96,8 @@ RUNS = RelationDoc(
             where the real data ran, else `R1n`, `R1` or `R0`)
         hostname | | host name of the machine that ran rank 0
         stash_version | | Stash version that produced the result
-        schema_version | | result-file schema version after migration
+        schema_version | | result-file schema version after migration (the file format's, not the database
+            layout's: that is `schema_meta`'s `schema_version`)
         spec | | the full, validated run configuration (see result file `spec`)
         fingerprint | | hardware and software fingerprint (CPU, memory, GPUs, topology, torch/CUDA/NCCL
             versions, OS)
@@ -226,7 +227,7 @@ STALLS = RelationDoc(
         note | | short explanation, may be empty
         raw_s | s | the signed difference of run times the stall is, as measured: for a `clamped_zero` stall
             the small difference its `seconds` reports as 0, else `seconds` itself; NULL where there is none
-            and for stalls stored before schema version 6
+            and for stalls stored before the database layout's version 6 (`schema_meta`'s `schema_version`)
         """
     ),
 )
