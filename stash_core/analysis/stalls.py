@@ -29,7 +29,7 @@ from stash_core.analysis.stats import (
     pool_rounds,
     resolved,
 )
-from stash_core.units import STALLS, decimals_for, finite_float
+from stash_core.units import STALLS, UNRESOLVED_NOTE, decimals_for, finite_float
 
 # The signed remainder of a breakdown: t2 minus the named stalls. Its key in the breakdown, and its label.
 REMAINDER = "unattributed"
@@ -225,8 +225,10 @@ def _combination_ci95(
 def _difference(name: str, later: PhaseTime, earlier: PhaseTime, ci95_s: float, reference_s: float,
                 iterations_per_epoch: int | None, warnings: list[str]) -> dict:  # fmt: skip
     seconds = later.mean_s - earlier.mean_s
-    if seconds >= 0:
-        return _stall(seconds, ci95_s, reference_s, iterations_per_epoch, "measured", "")
+    if seconds >= 0:  # one wider than its interval says so in the file, as its stored row does
+        unresolved = stall_resolved({"seconds": seconds, "ci95_s": ci95_s, "status": "measured"}) is False
+        note = UNRESOLVED_NOTE if unresolved else ""
+        return _stall(seconds, ci95_s, reference_s, iterations_per_epoch, "measured", note)
     difference, spread = signed_seconds(seconds), signed_seconds(ci95_s, "")
     if -seconds <= ci95_s:
         note = (

@@ -57,6 +57,17 @@ def test_negative_difference_within_noise_is_zero_with_its_interval():
     assert stall["ci95_s"] > 0
 
 
+def test_a_positive_stall_wider_than_its_interval_says_so_in_the_file_as_in_the_database():
+    """The result file held an empty note where the stored row said "not resolved: ..."."""
+    from stash_core.units import UNRESOLVED_NOTE
+
+    times = {"R0": PhaseTime(0.200, 0.010), "R1": PhaseTime(0.205, 0.010)}
+    stall = breakdown(times, ["R0", "R1"], None)["stalls"]["interconnect"]
+    assert stall["status"] == "measured" and stall["note"] == UNRESOLVED_NOTE
+    resolved_stall = breakdown(full_times(), ["R0", "R1"], None)["stalls"]["interconnect"]
+    assert resolved_stall["note"] == ""
+
+
 def test_negative_difference_beyond_noise_warns():
     times = {"R0": PhaseTime(0.200, 0.001), "R1": PhaseTime(0.150, 0.001)}
     result = breakdown(times, ["R0", "R1"], None)
