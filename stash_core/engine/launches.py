@@ -320,7 +320,12 @@ def pooled_warnings(
     for shortfall in [] if fixed else shortfalls or []:
         cause = spread_cause([by_name[run] for run in shortfall.runs if run in by_name])
         text = shortfall.text(target_relative_ci)
-        warnings.append(f"{text}: {cause}; {why}; or accept a wider --target-ci")
+        capped = [run for run in shortfall.runs if run in by_name and any(
+            launch.get("stop_reason") == "max_iterations"
+            for launch in by_name[run]["launches"])]  # fmt: skip
+        cap = (f"; {' and '.join(capped)} stopped at --max-iterations with time left: a larger "
+               "--max-iterations would narrow it" if capped else "")  # fmt: skip
+        warnings.append(f"{text}: {cause}{cap}; {why}; or accept a wider --target-ci")
     warnings.extend(filter(None, (script_end_warning(record) for record in completed)))
     rounds = {launch["round"] for record in completed for launch in record["launches"] if launch["pooled"]}
     if completed and len(rounds) < launches:

@@ -155,6 +155,17 @@ def test_a_run_at_its_cap_says_what_to_do() -> None:
     assert pooled_warnings(records, 0.02, True, 60.0, 2, None, short) == []  # a fixed --iterations N: no target
 
 
+def test_a_run_stopped_by_its_iteration_cap_says_so_and_what_to_raise() -> None:
+    """R0 stopped at --max-iterations with time left: the advice named the load and more launches only."""
+    launched = LaunchedRuns(["R0"], 1)
+    launched.add("R0", 0, _outcome(0.10, 0.010, stop="max_iterations"))
+    records = _records("R0")
+    launched.pool_into(records)
+    short = current_shortfalls(launched, ["R0"], 0.02)
+    (warning,) = pooled_warnings(records, 0.02, False, 60.0, 1, None, short)
+    assert "R0 stopped at --max-iterations with time left: a larger --max-iterations would narrow it" in warning
+
+
 def test_other_load_is_said_even_where_every_target_was_met() -> None:
     busy, quiet = _outcome(0.10, 0.001), _outcome(0.10, 0.001)
     busy["machine_load"] = {"wall_s": 5.0, "other_cpu_s": 4.0, "steal_s": 0.0}  # 0.8 cores kept busy
