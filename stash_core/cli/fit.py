@@ -22,7 +22,7 @@ from stash_core.cli.figures import fixed, percent
 from stash_core.errors import UsageError
 from stash_core.spec_parse import WORKERS, Number
 from stash_core.terminal import one_line, printable
-from stash_core.units import finite_float
+from stash_core.units import decimals_for, finite_float
 
 if TYPE_CHECKING:
     from stash_core.decide.fit import FitReport
@@ -239,6 +239,8 @@ def format_fit_report(report: FitReport, all_models: bool = False, stalls: tuple
             )
             if row.note:
                 lines.append(f"      {one_line(row.note)}")
+            if row.best and (warning := weak_fit(row.r2, row.lomo_mape)):
+                lines.append(f"      {warning}")
         best = frame[frame["best"]]
         error = finite_float(best.iloc[0]["lomo_mape"]) if len(best) else None
         if error is not None:
@@ -253,6 +255,22 @@ def format_fit_report(report: FitReport, all_models: bool = False, stalls: tuple
     if any(line.startswith("  * ") for line in lines):  # a legend for a mark that is there
         lines.append("* = best (lowest leave-one-model-out error)")
     return "\n".join(lines)
+
+
+WEAK_HELD_OUT_ERROR = 1.0  # a best model off by more than its value on a model held out predicts little
+
+
+def weak_fit(r2: float | None, held_out_error: float | None) -> str | None:
+    """What a best model that explains less than the mean does (R² below 0), or one whose held-out error is
+    over 100%, says of itself: best among the fits, and still no useful one."""
+    reasons = []
+    if (r2 := finite_float(r2)) is not None and r2 < 0:
+        reasons.append("R² below 0: it fits worse than the mean of the stalls")
+    if (error := finite_float(held_out_error)) is not None and error > WEAK_HELD_OUT_ERROR:
+        reasons.append(f"held-out error over {WEAK_HELD_OUT_ERROR:.0%}")
+    if not reasons:
+        return None
+    return f"no useful fit yet ({'; '.join(reasons)}): profile more models of this configuration"
 
 
 def format_prediction(answer: dict[str, Any]) -> str:
@@ -273,9 +291,15 @@ def format_prediction(answer: dict[str, Any]) -> str:
         expected = f", {answer['validated_by'] or 'not validated'}"
     note = f"\n  warning: {answer['note']}" if answer.get("note") else ""
     return (
-        f"{answer['stall']} stall of {answer['model']}: {answer['stall_s'] * 1e3:.2f} ms per iteration "
+        f"{answer['stall']} stall of {answer['model']}: {milliseconds(answer['stall_s'])} ms per iteration "
         f"[{answer['status']}; {answer['method'] or '-'}; {answer['group'] or '-'}{expected}]{note}{profiled}"
     )
+
+
+def milliseconds(seconds: float) -> str:
+    """A predicted stall in ms at three significant figures (311.97 ms read as known to 0.01 ms)."""
+    value_ms = seconds * 1e3
+    return f"{value_ms:.{decimals_for(value_ms, 3)}f}" if value_ms else "0"
 
 
 def _shape(text: str | None) -> tuple[int, ...] | None:

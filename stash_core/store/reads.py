@@ -27,7 +27,11 @@ PROBE_COLUMNS = (
 # stall of a hand-edited or damaged row would make every fit over it NaN.
 _COMMUNICATION_STALLS_SQL = f"""
 SELECT r.run_id, CAST(r.started_at AS TIMESTAMP) AS started_at, s.stall, s.seconds AS stall_s, s.ci95_s,
-       s.status AS stall_status, r.model, r.batch_size, r.device, r.backend, r.workers_per_node, r.nodes,
+       s.status AS stall_status, r.model, r.batch_size, r.device, r.backend,
+       -- an interconnect stall is R1's: the workers it ran on one machine (a 2 x 1 profile's R1 ran 2 there)
+       CASE WHEN s.stall = 'interconnect' THEN coalesce(
+           (SELECT p.workers FROM phases AS p WHERE p.run_id = r.run_id AND p.phase = 'R1' AND p.nodes = 1),
+           r.workers_per_node) ELSE r.workers_per_node END AS workers_per_node, r.nodes,
        r.instance AS instance_label, r.hostname,
        r.grad_bytes, r.grad_tensor_count, r.layer_count, CAST(r.spec AS VARCHAR) AS spec_json
 FROM runs AS r JOIN stalls AS s ON s.run_id = r.run_id

@@ -98,14 +98,18 @@ def link_from_probes(probes: pd.DataFrame) -> LinkParameters | None:
 
 def _probe_sets_text(rows: pd.DataFrame) -> str:
     """Which probe sets a link came from: every set of the configuration is pooled, a `stash probe` run
-    later among them, so the fit says so ("from 3 probe sets: 2 of profiles, 1 of stash probe")."""
+    later among them, so the fit says so ("link from 3 probe sets: 2 from profiles, 1 from stash probe")."""
     if "probe_id" not in rows.columns or rows["probe_id"].isna().all():
         return ""
     sets = rows.drop_duplicates("probe_id")
     of_runs = int(sets["run_id"].notna().sum()) if "run_id" in sets.columns else 0
     counts = ((of_runs, "profiles"), (len(sets) - of_runs, "stash probe"))
-    parts = [f"{count} of {what}" for count, what in counts if count]
-    return f"link from {len(sets)} probe set{'s' * (len(sets) != 1)}: {', '.join(parts)}"
+    parts = [f"{count} from {what}" for count, what in counts if count]
+    head = f"link from {len(sets)} probe set{'s' * (len(sets) != 1)}"
+    if len(parts) == 1:  # "6 probe sets: 6 of profiles" read as garbled
+        source = counts[0][1] if of_runs else counts[1][1]
+        return f"{head} ({'all ' if len(sets) > 1 else ''}from {source})"
+    return f"{head}: {', '.join(parts)}"
 
 
 def calibrate_scale(measured_s: np.ndarray, comm_s: np.ndarray) -> float | None:

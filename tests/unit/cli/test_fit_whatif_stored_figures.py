@@ -41,7 +41,7 @@ def test_stalls_every_profile_measured_as_none_predict_none(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "every profiled model measured none of this stall" in out and "no best model" not in out
     assert stash("fit", "--predict", "resnet18", "--workers", "2", "--instance", "lab", "--db", db) == 0
-    assert "interconnect stall of resnet18: 0.00 ms" in capsys.readouterr().out
+    assert "interconnect stall of resnet18: 0 ms" in capsys.readouterr().out
 
 
 def test_fit_predict_exits_2_when_nothing_could_be_predicted(tmp_path, capsys):
@@ -147,3 +147,14 @@ def test_a_prediction_of_a_model_profiled_in_the_configuration_shows_what_was_me
     assert said in format_prediction(answer)
     other = predict_stall(db, counts={"name": "new", **counts, "grad_bytes": 1.5e7}, report=report, **where)
     assert other["measured_s"] is None and "profiled" not in format_prediction(other)
+
+
+def test_a_best_fit_worse_than_the_mean_says_it_is_no_useful_one_and_predictions_keep_three_figures():
+    """A best model of R² -0.109 and 379% held-out error was starred with no word, and its prediction read
+    311.97 ms on a ±379% estimate."""
+    from stash_core.cli.fit import milliseconds, weak_fit
+
+    said = weak_fit(-0.109, 3.792)
+    assert said is not None and "R² below 0" in said and "held-out error over 100%" in said
+    assert weak_fit(0.9, 0.12) is None and weak_fit(None, None) is None
+    assert milliseconds(0.31197) == "312" and milliseconds(0.0005123) == "0.512" and milliseconds(0.0) == "0"

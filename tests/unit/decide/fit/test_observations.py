@@ -79,7 +79,7 @@ def test_probes_table_feeds_the_alpha_beta_model(tmp_path):
     model = next(m for m in report.models if m.name == ALPHA_BETA)
     assert model.link.source == "probe"
     # which probe sets were pooled is said: a `stash probe` stored later moves the fit
-    assert "link from 6 probe sets: 6 of stash probe" in model.note
+    assert "link from 6 probe sets (all from stash probe)" in model.note
     assert model.link.alpha_s == pytest.approx(alpha_s, rel=1e-3)
     assert model.scale == pytest.approx(0.5, rel=1e-6)
     assert model.lomo_mape == pytest.approx(0.0, abs=1e-9)
@@ -105,3 +105,19 @@ def test_runs_without_an_instance_label_are_fitted_as_their_own_configuration(tm
     assert set(labels) == {"box", "-"}
     assert len(report.summary()["group"].unique()) == 2
     assert split_instance_label(None) == (None, None) and split_instance_label(float("nan")) == (None, None)
+
+
+def test_an_interconnect_stall_is_grouped_by_the_workers_its_r1_ran_on_one_machine(tmp_path):
+    """A 1 worker x 2 machines profile measures its interconnect stall with R1's 2 workers on one machine: it
+    was grouped as "1 workers", kept out of the 2-worker group where it belongs."""
+    from stash_core.decide.fit.observations import load_observations
+
+    db = tmp_path / "r.duckdb"
+    stalls = {"compute": 0.1, "interconnect": 0.02, "network": 0.3}
+    doc = result_doc("resnet18", workers=1, nodes=2, stalls=stalls)
+    r1 = next(phase for phase in doc["phases"] if phase["name"] == "R1")
+    r1["workers"] = 2  # as the engine runs it: the run's workers, on one machine
+    assert ingest_result(db, doc)
+    rows = load_observations(db).set_index("stall")
+    assert rows.loc["interconnect", "workers_per_node"] == 2
+    assert rows.loc["network", "workers_per_node"] == 1 and rows.loc["network", "nodes"] == 2
