@@ -83,10 +83,11 @@ class ProfileRun:
 
 def new_database_note(db_path: Path, at_start: bool) -> str:
     """The note that a profile starts a new database (at its start) or made one (at its end)."""
-    if at_start:
+    if at_start:  # a folder made for it is said too: a mistyped folder in --db starts a new tree
+        folder = "" if db_path.parent.exists() else f", nor its folder {db_path.parent} (made for it)"
         return (
-            f"note: {db_path} does not exist yet: this profile starts a new database there (the dashboard "
-            f"opens it with {dashboard_command(db_path)}, or its sidebar)"
+            f"note: {db_path} does not exist yet{folder}: this profile starts a new database there (the "
+            f"dashboard opens it with {dashboard_command(db_path)}, or its sidebar)"
         )
     return (
         f"note: {db_path} is a new database: the dashboard shows it when opened on it "

@@ -84,6 +84,13 @@ def test_the_dashboards_command_names_the_database_absolutely_and_run_sh_of_this
         assert run_sh == str(REPO / "run.sh") and Path(run_sh).is_file(), note
 
 
+def test_a_database_whose_folder_does_not_exist_says_the_folder_is_made_too(tmp_path: Path) -> None:
+    """`--db /nonexistent/dir/x.duckdb` made the folders and said only that the database was new."""
+    missing = tmp_path / "typo" / "x.duckdb"
+    assert f"nor its folder {missing.parent} (made for it)" in new_database_note(missing, at_start=True)
+    assert "nor its folder" not in new_database_note(tmp_path / "x.duckdb", at_start=True)
+
+
 def test_the_ingest_that_stores_a_run_later_names_its_files_absolutely(tmp_path: Path, monkeypatch) -> None:
     monkeypatch.chdir(tmp_path)
     out, db = Path("res ults/r $x.json"), Path(ODD)
