@@ -9,7 +9,7 @@ from collections.abc import Iterable
 from stash_core.analysis.stalls import RESOLVE_HINT
 
 # The words a run's warning starts its reason with when a profiled script ended by itself
-# (engine/launches.script_end_warning); a stored breakdown keeps its warnings as text only.
+# (engine/launch_warnings.script_end_warning); a stored breakdown keeps its warnings as text only.
 SCRIPT_ENDED_WORDS = "the script ended by itself"
 SCRIPT_ENDED_HINT = "a script with more to do (see its warning), or a quieter machine"
 

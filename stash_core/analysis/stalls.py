@@ -226,8 +226,7 @@ def _difference(name: str, later: PhaseTime, earlier: PhaseTime, ci95_s: float, 
                 iterations_per_epoch: int | None, warnings: list[str]) -> dict:  # fmt: skip
     seconds = later.mean_s - earlier.mean_s
     if seconds >= 0:  # one wider than its interval says so in the file, as its stored row does
-        unresolved = stall_resolved({"seconds": seconds, "ci95_s": ci95_s, "status": "measured"}) is False
-        note = UNRESOLVED_NOTE if unresolved else ""
+        note = "" if stall_resolved({"seconds": seconds, "ci95_s": ci95_s}) is not False else UNRESOLVED_NOTE
         return _stall(seconds, ci95_s, reference_s, iterations_per_epoch, "measured", note)
     difference, spread = signed_seconds(seconds), signed_seconds(ci95_s, "")
     if -seconds <= ci95_s:
@@ -254,9 +253,8 @@ def _stall(seconds: float | None, ci95_s: float | None, reference_s: float, iter
 
 
 def signed_seconds(seconds: float, sign: str = "+") -> str:
-    """Seconds at 4 decimals, or as many as show 2 significant figures of a smaller value (9 at most: a
-    nanosecond is none to a step); with a sign unless `sign` is "". A remainder part of -34 us read
-    "-0.0000 s"."""
+    """Seconds at 4 decimals, or as many as show 2 significant figures of a smaller value (9 at most), signed
+    unless `sign` is "": a remainder part of -34 us read "-0.0000 s"."""
     decimals = 4
     if seconds and math.isfinite(seconds) and abs(seconds) < 1e-3:
         decimals = min(9, decimals_for(seconds, 2))

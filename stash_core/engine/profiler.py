@@ -27,14 +27,8 @@ from stash_core.engine.data_setup import (
     started_cached,
 )
 from stash_core.engine.host_setup import settle_on_hosts
-from stash_core.engine.launches import (
-    MIN_LAUNCH_CAP_S,
-    LaunchedRuns,
-    epoch_boundary_warning,
-    on_profile_clock,
-    pooled_warnings,
-    rounds_of,
-)
+from stash_core.engine.launch_warnings import epoch_boundary_warning, pooled_warnings
+from stash_core.engine.launches import MIN_LAUNCH_CAP_S, LaunchedRuns, on_profile_clock, rounds_of
 from stash_core.engine.machine import threads_note
 from stash_core.engine.paired import (
     BLOCK_STEPS,

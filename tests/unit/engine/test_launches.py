@@ -7,14 +7,8 @@ import math
 
 import pytest
 
-from stash_core.engine.launches import (
-    ROUNDS_BY_TIME,
-    LaunchedRuns,
-    epoch_boundary_warning,
-    pooled_warnings,
-    rounds_of,
-    script_end_warning,
-)
+from stash_core.engine.launch_warnings import epoch_boundary_warning, pooled_warnings, script_end_warning
+from stash_core.engine.launches import ROUNDS_BY_TIME, LaunchedRuns, rounds_of
 from stash_core.engine.paired import FIRST_STARTUP_ESTIMATE_S
 from stash_core.engine.plan import (
     DEFAULT_LAUNCHES,

@@ -8,11 +8,11 @@ import math
 import pytest
 
 from stash_core.analysis.stats import t_quantile_975
+from stash_core.engine.launch_warnings import pooled_warnings
 from stash_core.engine.launches import (
     ROUNDS_BY_COUNT,
     ROUNDS_BY_TIME,
     LaunchedRuns,
-    pooled_warnings,
     spread_cause,
     within_launch_lag1,
 )
@@ -199,7 +199,7 @@ def test_a_paired_runs_spread_is_put_on_the_paired_launches() -> None:
 
 
 def test_a_script_that_trained_on_with_another_optimizer_is_told_why_its_steps_ended() -> None:
-    from stash_core.engine.launches import script_end_warning
+    from stash_core.engine.launch_warnings import script_end_warning
 
     launched = LaunchedRuns(["R0"], 1)
     launched.add("R0", 0, {**_outcome(0.10, ci95_s=0.02), "stop_reason": "script_ended"})
