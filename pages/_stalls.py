@@ -33,7 +33,8 @@ CAPTION = (
     "remainder: differences within the noise that are shown as 0, and time that could not be split into "
     "one stall. When it is negative (the named stalls add up to more than the iteration, because some "
     "differences within the noise were slightly negative) its bar runs backwards over the named stalls, and "
-    "its left end is the iteration time. "
+    "its left end is the iteration time. A negative stall (the later run faster beyond the noise) is drawn "
+    "the same way, after the others, running back from where they end. "
     "Faded stalls were not resolved: their 95% interval is wider than their value (more iterations or a "
     "quieter machine would resolve them). The black lines are the 95% intervals."
 )
@@ -82,7 +83,7 @@ def stall_bars(
     tooltip += [alt.Tooltip("status:N", title="Status"), alt.Tooltip("note:N", title="Note")]
     base = alt.Chart(long_frame)
     named = (
-        base.transform_filter(f"datum.stall !== '{REMAINDER}'")
+        base.transform_filter(f"datum.stall !== '{REMAINDER}' && datum.value >= 0")
         .mark_bar(height={"band": 0.7})
         .encode(
             x=x,
@@ -93,8 +94,10 @@ def stall_bars(
             tooltip=tooltip,
         )
     )
+    # the remainder, and a negative stall, which runs backwards as a negative remainder does: see-through
+    # with a dashed outline, so the stall it runs back over still shows
     remainder = (
-        base.transform_filter(f"datum.stall === '{REMAINDER}'")
+        base.transform_filter(f"datum.stall === '{REMAINDER}' || datum.value < 0")
         .mark_bar(height={"band": 0.7}, fillOpacity=0.55, stroke="#333", strokeDash=[4, 3], strokeWidth=1)
         .encode(x=x, x2=alt.X2("bar_end"), y=y, color=color, tooltip=tooltip)
     )

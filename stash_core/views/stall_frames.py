@@ -62,9 +62,10 @@ def stall_long_frame(breakdown: pd.DataFrame, measure: str = "seconds") -> pd.Da
     """Stall rows (one per run and part) for a stacked bar, with explicit bar ends and error-bar ends.
 
     `measure`: "seconds" (per iteration), "epoch_s" (per epoch) or "share" (of the iteration). The bars of one
-    run are laid end to end in STALL_NAMES order, then the remainder (stall "unattributed", label "Not
-    separated") when there is one, so that the last bar ends at the run's total: t2, t2 x iterations per
-    epoch, or 1. A negative remainder runs backwards, from the end of the named stalls back to t2; nothing is
+    run are laid end to end in STALL_NAMES order, a negative one (status negative) after the others, then the
+    remainder (stall "unattributed", label "Not separated") when there is one, so that the last bar ends at
+    the run's total: t2, t2 x iterations per epoch, or 1. A negative stall or remainder runs backwards, from
+    the end of the parts before it; nothing is
     drawn below zero (bar ends and interval ends are cut at it, `value` keeps the figure). An error
     bar sits at the end of its part's bar and spans its 95% interval. `resolved` is False for a stall within
     the noise or whose interval is wider than its value. Stalls without a value (not measured) are left out.
@@ -102,6 +103,9 @@ def _record_rows(record: dict[str, Any], measure: str) -> list[dict[str, Any]]:
         note = UNRESOLVED_NOTE if resolved is False else ""
         ci = ci_s * scale if ci_s is not None and scale else None
         parts.append((stall, order, status, value, ci, resolved, note))
+    # a negative stall after the others: it runs backwards from where they end, as a negative remainder does,
+    # over no stall but the last (laid in its place it was drawn over the stalls after it)
+    parts.sort(key=lambda part: part[3] < 0)
     total = _total(record, measure, iteration_s, per_epoch)
     remainder = remainder_of(record_breakdown(record)) if total is not None else None
     if remainder is not None:

@@ -179,6 +179,27 @@ def test_a_stall_stored_without_a_valid_figure_is_no_bar_and_the_bars_agree_with
     assert remainder == pytest.approx(0.5) and bars["bar_end"].iloc[-1] == pytest.approx(1.0)
 
 
+def test_a_negative_stall_runs_back_from_the_end_of_the_others_and_no_positive_bar_is_drawn_over() -> None:
+    """A CPU stall negative beyond the noise was laid in its place: it ran back over interconnect's bar and
+    disk's was drawn over both (interconnect's 86 ms read as about 20 ms)."""
+    row = {"run_id": "r", "run_label": "r", "iteration_s": 0.25, "iteration_ci95_s": 0.001,
+           "epoch_s": None, "iterations_per_epoch": None, "unattributed_ci95_s": 0.002}  # fmt: skip
+    for stall in STALLS:
+        row.update({f"{stall}_s": None, f"{stall}_ci95_s": None, f"{stall}_share": None,
+                    f"{stall}_epoch_s": None, f"{stall}_status": "not_measured"})  # fmt: skip
+    figures = {"compute": (0.1, "measured"), "interconnect": (0.1, "measured"), "cpu": (-0.05, "negative"),
+               "disk": (0.1, "measured")}  # fmt: skip
+    for stall, (seconds, status) in figures.items():
+        row.update({f"{stall}_s": seconds, f"{stall}_ci95_s": 0.001, f"{stall}_share": seconds / 0.25,
+                    f"{stall}_status": status})  # fmt: skip
+    bars = views.breakdown.stall_long_frame(pd.DataFrame([row]), "seconds").set_index("stall")
+    assert list(bars.index) == ["compute", "interconnect", "disk", "cpu"]
+    interconnect = bars.loc["interconnect"]
+    assert (interconnect["bar_start"], interconnect["bar_end"]) == pytest.approx((0.1, 0.2))
+    assert (bars.loc["disk", "bar_start"], bars.loc["disk", "bar_end"]) == pytest.approx((0.2, 0.3))
+    assert (bars.loc["cpu", "bar_start"], bars.loc["cpu", "bar_end"]) == pytest.approx((0.3, 0.25))
+
+
 def test_the_pages_advice_for_a_script_that_ran_out_of_steps_is_its_warnings() -> None:
     """The page told a script whose loop ran out to take more iterations per run, as the command did."""
     from pages import _stalls
