@@ -1,10 +1,10 @@
 """Recommend: which instances to rent, and how many, to train a model within a time budget - ranked by cost,
 measured where profiles exist and predicted (with the expected error) where they do not."""
 
-import altair as alt
 import pandas as pd
 import streamlit as st
 
+from pages._pareto import pareto_view
 from pages._shared import (
     chart_with_download,
     current_db,
@@ -152,47 +152,6 @@ def request_form() -> RecommendRequest | None:
     return st.session_state.get(request_key())
 
 
-def pareto_chart(data: pd.DataFrame, budget_hours: float | None) -> alt.LayerChart:
-    """Training cost against time of views.recommend.pareto_points, the Pareto front dashed."""
-    base = alt.Chart(data)
-    points = base.mark_point(filled=True, size=90).encode(
-        x=alt.X("training_h:Q", title="Training time (hours)", scale=alt.Scale(type="log")),
-        y=alt.Y("training_usd:Q", title="Training cost (USD)", scale=alt.Scale(type="log")),
-        # Those that meet the constraints in colour, the others grey: the domain is given, so that the
-        # colours do not follow the labels' alphabetical order.
-        color=alt.Color(
-            "kind:N",
-            title=None,
-            scale=alt.Scale(
-                domain=list(views.recommend.MEETS_CONSTRAINTS.values()), range=["#4C78A8", "#bab0ac"]
-            ),
-            legend=alt.Legend(orient="top"),
-        ),
-        shape=alt.Shape("source:N", title="Iteration time", legend=alt.Legend(orient="top")),
-        tooltip=[
-            alt.Tooltip("config:N", title="configuration"),
-            alt.Tooltip("source:N"),
-            alt.Tooltip("training_h:Q", title="hours", format=".1f"),
-            alt.Tooltip("training_usd:Q", title="USD", format=",.2f"),
-            alt.Tooltip("usd_per_h:Q", title="USD per hour", format=".2f"),
-            alt.Tooltip("expected_error:Q", title="expected error", format=".1%"),
-        ],
-    )
-    front = (
-        alt.Chart(data[data["pareto"]].sort_values("training_h"))
-        .mark_line(color="#F58518", strokeDash=[5, 3])
-        .encode(x="training_h:Q", y="training_usd:Q")
-    )
-    layers = [front, points]
-    if budget_hours:
-        layers.append(
-            alt.Chart(pd.DataFrame({"budget": [budget_hours]}))
-            .mark_rule(color="#E45756")
-            .encode(x="budget:Q")
-        )
-    return alt.layer(*layers).properties(height=360)
-
-
 def recommended_box(result: Recommendation) -> None:
     """The cheapest configuration that meets the constraints, and why; or why none does."""
     if result.best is None:
@@ -223,52 +182,25 @@ def recommended_box(result: Recommendation) -> None:
         st.markdown(f"- {plain(in_page_words(line, WORDS))}")
 
 
-def pareto_view(options: pd.DataFrame, budget_hours: float | None) -> None:
-    st.subheader("Time against cost")
-    st.caption(
-        "Every configuration evaluated; the dashed line is the Pareto front (nothing else is both faster "
-        "and cheaper)" + (", the red rule the time budget." if budget_hours else ".")
-    )
-    free = views.recommend.free_options(options)
-    if free:
-        st.caption(
-            f"{free} configuration(s) cost $0 (an instance priced at 0 per hour) and are not drawn: the cost "
-            "axis is logarithmic and has no 0. They are in the chart's data and, where they meet the "
-            "constraints, in the table below."
-        )
-    columns = [
-        "config",
-        "source",
-        "training_h",
-        "training_usd",
-        "usd_per_h",
-        "expected_error",
-        "feasible",
-        "pareto",
-    ]
-    chart_with_download(
-        pareto_chart(views.recommend.pareto_points(options), budget_hours),
-        options[columns],
-        "pareto",
-        "rec-pareto",
-    )
-
-
 def ranked_view(ranked: pd.DataFrame) -> None:
     st.subheader("Configurations that meet the constraints, cheapest first")
     st.caption(
         "● measured: profiled on that instance. ◇ predicted: from the model's FLOPs and bytes and the "
         "instance's accelerator and links (or scaled from a profile on another GPU), ± its own expected "
-        "error, 'unvalidated' where no held-out figure of the GPU exists. CPU and disk stalls are not "
-        "predicted: they are missing from the bars, not zero."
+        "error (compute's and communication's, ±comm, added, as the card states it), 'unvalidated' where no "
+        "held-out figure of the GPU exists. CPU and disk stalls are not predicted: they are missing from the "
+        "bars."
     )
-    ranked = ranked.assign(source=views.recommend.marked_source(ranked))
-    columns = ["rank", "config", "source", "training_h", "training_usd", "usd_per_h", "price_date",
-               "iteration_s", "basis"]  # fmt: skip
+    gpus, source = views.recommend.gpus_used(ranked), views.recommend.marked_source(ranked)
+    ranked = ranked.assign(source=source, gpus=gpus)
+    columns = ["rank", "config", "accelerator", "gpus", "source", "comm_error", "training_h", "training_usd",
+               "usd_per_h", "price_date", "iteration_s", "basis"]  # fmt: skip
     table = ranked[[*columns, "note"]]
     show_table(
         table,
         column_config={
+            "gpus": st.column_config.TextColumn("GPUs", help="GPUs used of each instance's, times instances"),
+            "comm_error": st.column_config.NumberColumn("±comm", format="percent"),  # a share of the step
             # four figures, numbers still (they sort): an hour to one decimal and a cent read 0.0 h and $0.00
             "training_h": st.column_config.NumberColumn("hours", format="%.4g"),
             "training_usd": st.column_config.NumberColumn("USD", format="$%.4g"),

@@ -18,6 +18,7 @@ from stash_core.decide.predict.configuration import DOES_NOT_FIT
 from stash_core.decide.predict.cpu_rows import CPU_MEASURED, NOT_PROFILED_COUNTS
 from stash_core.decide.recommend import DEFAULT_MAX_INSTANCES, Recommendation
 from stash_core.decide.recommend.answer import UNPRICED
+from stash_core.decide.recommend.costs import step_error
 from stash_core.decide.recommend.explain import job_headline
 from stash_core.errors import UsageError
 from stash_core.results.file import STALL_NAMES
@@ -265,17 +266,29 @@ def _with_profile_intervals(
 
 
 def marked_source(frame: pd.DataFrame) -> pd.Series:
-    """'measured' or 'predicted ±E%' per option, with a mark that tells them apart at a glance."""
+    """'measured' or 'predicted ±E%' per option, with a mark that tells them apart at a glance; E is the
+    step's stated error, compute's and communication's added, as the recommendation's card and the ranking's
+    ties take it (costs.step_error; the compute path's alone read ±41% under a card's ±49%)."""
 
     def mark(row: dict) -> str:
-        error = row.get("expected_error")
+        error = step_error(row)
         if row.get("source") == "measured":
             return "● measured"
-        spread = "" if error is None or pd.isna(error) else f" ±{float(error):.0%}"
+        spread = "" if error is None else f" ±{float(error):.0%}"
         flag = " unvalidated" if row.get("unvalidated") in (True,) else ""
         return f"◇ predicted{spread}{flag}"
 
     return pd.Series([mark(row) for row in frame.to_dict(orient="records")], index=frame.index, dtype=object)
+
+
+def gpus_used(frame: pd.DataFrame) -> pd.Series:
+    """GPUs used of each instance's, times the instances, as predict's table writes them: '8/8', '2x8/8'."""
+    columns = ("instance_count", "workers_per_instance", "gpus_per_instance")
+    cells = []
+    for count, workers, gpus in zip(*(frame[column] for column in columns), strict=True):
+        used = f"{workers}/{gpus}" if gpus else f"{workers} CPU"
+        cells.append(used if count == 1 else f"{count}x{used}")
+    return pd.Series(cells, index=frame.index, dtype=object)
 
 
 def not_predicted_summary(reasons: Iterable[str]) -> str:

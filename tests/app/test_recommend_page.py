@@ -105,6 +105,10 @@ def test_recommendation_with_pareto_chart_and_explanation(populated, monkeypatch
     assert ranked["training_h"].dtype.kind == "f" and ranked["training_usd"].dtype.kind == "f"
     # each price's date beside it, as `stash recommend` prints it ("price of")
     assert ranked["price_date"].notna().all() and str(ranked["price_date"].iloc[0]).startswith("20")
+    # what is rented, and a predicted row's ± as the card states it: compute's and communication's added
+    # (the table said the compute path's alone, ±41% under a card's ±49%, with no ±comm or GPU)
+    assert {"accelerator", "gpus", "comm_error"} <= set(ranked.columns)
+    assert ranked.set_index("config").loc["1 x p3.16xlarge", "gpus"] == "8/8"
 
 
 def test_budget_that_cannot_be_met_is_explained(populated, monkeypatch):

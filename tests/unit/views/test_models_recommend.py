@@ -383,3 +383,19 @@ def test_a_measured_options_parts_are_resolved_as_its_profile_says_and_predicted
     predicted = long.loc["1 x g5.xlarge"]
     assert predicted["resolved"].isna().all()
     assert set(predicted["note"]) == {views.recommend.PREDICTED_PART_NOTE}
+
+
+def test_a_predicted_options_mark_states_the_steps_error_as_the_card_does_and_its_gpus_as_predict():
+    """The table said the compute path's error alone (±41%) under a card's ±49% (compute's and
+    communication's added, costs.step_error)."""
+    import pandas as pd
+
+    from stash_core.views.recommend import gpus_used, marked_source
+
+    frame = pd.DataFrame({
+        "source": ["predicted", "measured", "predicted"], "expected_error": [0.41, None, 0.2],
+        "comm_error": [0.08, None, None], "unvalidated": [False, False, True],
+        "instance_count": [2, 1, 1], "workers_per_instance": [8, 8, 2], "gpus_per_instance": [8, 8, 0],
+    })  # fmt: skip
+    assert list(marked_source(frame)) == ["◇ predicted ±49%", "● measured", "◇ predicted ±20% unvalidated"]
+    assert list(gpus_used(frame)) == ["2x8/8", "8/8", "2 CPU"]
