@@ -20,7 +20,7 @@ from stash_core.spec import ProfileSpec, default_of, option_rule, script_model_n
 from stash_core.spec_checks import check_fields, check_label
 from stash_core.spec_parse import FieldError, parse_input_shape, parse_iterations, parse_stalls
 from stash_core.terminal import clipped
-from stash_core.zoo_names import ZOO_NAMES, close_zoo_names
+from stash_core.zoo_names import ZOO_NAMES, close_zoo_names, refuse_other_input
 
 # How the form words a wrong spec value: by field, or "field/rule" where a field has several checks. Fields
 # that the form cannot get wrong keep the command's own message.
@@ -142,6 +142,10 @@ def profile_args(
             shown = clipped(host, quoted=True)  # said once: the launcher's message may name the host already
             said = str(error) if shown in str(error) else f"{shown}: {error}"
             raise UsageError(f"Remote hosts: {said}") from None
+    try:  # a zoo model's input of the other kind: refused here, as Recommend does, not by a job that fails
+        refuse_other_input(spec.model, spec.input_shape)
+    except UsageError as error:
+        raise UsageError(f"Input shape: {error}") from None
     try:
         check_measurable(spec)
     except UsageError as error:

@@ -177,3 +177,11 @@ def test_cuda_on_a_machine_without_a_gpu_is_refused_in_the_form(monkeypatch) -> 
     assert "--device" in profile_args(form(device="cuda", where="hosts", hosts="10.0.0.1"))
     monkeypatch.setattr(nvml, "gpu_status", lambda: (True, "1 GPU via NVML"))
     assert "cuda" in profile_args(form(device="cuda"))
+
+
+def test_a_zoo_models_input_of_the_other_kind_is_refused_in_the_form_before_any_job() -> None:
+    """resnet18 with input shape 3,32 started a job that then failed, and stayed in the profiles' list."""
+    with pytest.raises(UsageError, match=r"^Input shape: resnet18 takes images: input shape must be C,H,W"):
+        profile_args(form(input_shape="3,32"))
+    with pytest.raises(UsageError, match=r"^Input shape: bert_tiny takes token ids"):
+        profile_args(form(model="bert_tiny", input_shape="3,32,32", stalls=["compute", "interconnect"]))
