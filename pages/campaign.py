@@ -129,6 +129,8 @@ def plan_view(answer: CampaignPlan) -> None:
     shown = "-" if not dates else dates[0] if len(dates) == 1 else f"{dates[0]} +{len(dates) - 1}"
     cols[3].metric("Prices of", shown, help=", ".join(dates) or None)
     st.markdown(answer.total_text)
+    if answer.price_warning:  # as Recommend warns: this page is the one that spends money at them
+        st.warning(answer.price_warning, icon=":material/sell:")
     if answer.refusal:
         st.error(answer.refusal, icon=":material/block:")
     for note in answer.notes:

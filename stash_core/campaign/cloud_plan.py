@@ -125,6 +125,7 @@ class CloudPlan:
     spot: bool
     parallel: int = 1
     notes: list[str] = field(default_factory=list)
+    price_warning: str = ""  # prices older than recommend's limit, or undated: the plan spends money at them
 
     @property
     def cost_usd(self) -> float:
@@ -257,7 +258,10 @@ def plan_cloud(
             )
             estimates.append(ProfileEstimate(item, seconds, basis))
         plans.append(InstancePlan(offer, cluster_name(offer.name, settings.db_path), estimates, stored))
-    return CloudPlan(plans, spot, parallel, notes)
+    from stash_core.decide.recommend.explain import old_prices_line  # pandas: not for --help
+
+    dated = [plan.offer.price_date for plan in plans if plan.offer.price_date]
+    return CloudPlan(plans, spot, parallel, notes, old_prices_line(dated, len(plans) - len(dated)))
 
 
 def workdir_file(path: str, flag: str) -> str:

@@ -153,6 +153,8 @@ def print_plan(plan: Any, budget_usd: float | None, iterations: str | int | None
     )
     for note in plan.notes:
         print(f"  note: {note}")
+    if plan.price_warning:
+        print(f"  warning: {plan.price_warning}")
 
 
 def print_tasks(plan: Any, settings: Any, idle_minutes: int, checker: Any = None) -> None:

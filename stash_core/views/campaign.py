@@ -77,6 +77,7 @@ class CampaignPlan:
     total_text: str  # the total as `--dry-run` words it
     assumptions: str  # the start-up assumed per instance type
     notes: list[str] = field(default_factory=list)
+    price_warning: str = ""  # prices older than 90 days, or undated (cloud_plan.CloudPlan)
     refusal: str | None = None  # the plan costs more than the budget: nothing may launch
     tasks: list[TaskText] = field(default_factory=list)  # none when refused
 
@@ -187,6 +188,7 @@ def plan(db_path: Path | str, request: CampaignRequest) -> CampaignPlan:
         wall_s=found.wall_s, cost_usd=found.cost_usd, price_dates=list(found.price_dates),
         parallel=found.parallel, spot=found.spot, total_text=total_text(found, request.budget_usd),
         assumptions=assumptions_text(), notes=list(found.notes), refusal=refusal, tasks=tasks,
+        price_warning=found.price_warning,
     )  # fmt: skip
 
 

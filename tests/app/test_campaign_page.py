@@ -77,6 +77,9 @@ def test_the_plan_of_three_instance_types_with_its_total_and_price_dates(empty_d
     assert metrics["Prices of"] == "2022-01-01 +1"  # the oldest whole ("2022-01-01, ..." was cut)
     assert f"Total: {table['machine_min'].sum():.1f} min of machine time, ${total:.2f} at catalog prices " \
            "(prices of 2022-01-01, 2025-01-01)" in _texts(app)  # fmt: skip
+    # the page that spends money warns of old prices, as Recommend does (it said nothing)
+    old = "prices dated 2022-01-01, 2025-01-01 are older than 90 days"
+    assert any(warning.value.startswith(old) for warning in app.warning)
     prices = next(frame.value for frame in app.dataframe if "source" in frame.value.columns)
     assert list(prices["instance"]) == THREE and prices["source"].str.len().min() > 10
     tasks = [e for e in app.expander if e.label.startswith("SkyPilot task of ")]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from datetime import date
 from typing import Any
 
@@ -142,16 +143,23 @@ def stale_prices(options: pd.DataFrame) -> str:
         options = options[options["feasible"]]
     if options.empty or "price_date" not in options:
         return ""
+    undated = int(options["usd_per_h"].notna().sum() - options["price_date"].notna().sum())
+    return old_prices_line(options["price_date"].dropna(), undated)
+
+
+def old_prices_line(price_dates: Iterable[Any], undated: int = 0) -> str:
+    """'prices dated 2022-01-01 are older than 90 days: ...' for the dates (ISO text) older than
+    PRICE_AGE_DAYS and the count of prices without a date; '' when there are none (a cloud campaign's plan
+    says it too: it is the page that spends money)."""
     today = date.today()
     old = set()
-    for value in options["price_date"].dropna():
+    for value in price_dates:
         try:
             day = date.fromisoformat(str(value)[:10])
         except ValueError:
             continue
         if (today - day).days > PRICE_AGE_DAYS:
             old.add(day.isoformat())
-    undated = int(options["usd_per_h"].notna().sum() - options["price_date"].notna().sum())
     parts = []
     if old:
         dates = f"{', '.join(sorted(old)[:4])}{' ...' if len(old) > 4 else ''}"

@@ -79,6 +79,8 @@ def test_plan_time_and_cost_by_hand(settings):
     plan.parallel = 2
     assert plan.wall_s == pytest.approx(752)
     assert plan.price_dates == ["2022-01-01", "2025-01-01"]
+    # the plan spends money at these prices: it says they are old, as recommend does (it said nothing)
+    assert plan.price_warning.startswith("prices dated 2022-01-01, 2025-01-01 are older than 90 days")
     # a run of --iterations auto counts at its cap: --max-iterations 2000 x 0.4 s = 800 s > 120 s
     auto = plan_cloud(
         ["g4dn.xlarge"],
