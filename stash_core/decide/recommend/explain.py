@@ -225,7 +225,7 @@ def _why_not(option: dict[str, Any], best: dict[str, Any], request: dict[str, An
     cheaper = (
         f"costs {hourly[0]}/h against {hourly[1]}/h"
         if option["usd_per_h"] < best["usd_per_h"]
-        else f"has the same {option['workers_total']} accelerators for {usd_words(option['usd_per_h'])}/h"
+        else f"has the same {_accelerators(option['workers_total'])} for {usd_words(option['usd_per_h'])}/h"
     )
     cause = slowdown_cause(option, best) if option["epoch_s"] > best["epoch_s"] else ""
     if not option["meets_time"]:
@@ -242,17 +242,20 @@ def _why_not(option: dict[str, Any], best: dict[str, Any], request: dict[str, An
     elif request.get("max_usd") is not None and not option["meets_cost"]:
         line = f"{option['config']} {cheaper} but is over the {usd_words(request['max_usd'])} limit"
     else:  # the same cost to the cent: ranked after the recommendation by time, then by name
-        line = (
-            f"{option['config']} {cheaper} and the training costs as much "
-            f"({usd_words(option['training_usd'])}), in {duration_words(option['training_h'] * 3600)} "
-            f"against {duration_words(best['training_h'] * 3600)}"
-        )
+        times = [duration_words(row["training_h"] * 3600) for row in (option, best)]
+        took = f"against {times[1]}" if times[0] != times[1] else "too (ranked after it by name)"
+        costs = usd_words(option["training_usd"])
+        line = f"{option['config']} {cheaper} and the training costs as much ({costs}), in {times[0]} {took}"
     if cause:
         line += f": {cause}"
     if option["source"] == "predicted":
         error = step_error(option)
         line += " (predicted" + (f", expected error {error:.0%})" if error is not None else ")")
     return line
+
+
+def _accelerators(count: Any) -> str:
+    return f"{count} accelerator{'' if count == 1 else 's'}"
 
 
 def infeasible_reason(options: pd.DataFrame, request: dict[str, Any], excluded: list[str]) -> str:
