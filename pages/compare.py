@@ -183,6 +183,8 @@ def main() -> None:
             "USD/h": [usd_text(v) for v in frame["usd_per_h"]],
             "USD/epoch": [usd_text(v) for v in frame["usd_per_epoch"]],
             "USD per 1M samples": [usd_text(v) for v in frame["usd_per_million_samples"]],
+            # what a predicted row's figures mean beyond its ±: an overhead-bound step ranks by the host
+            "Note": frame["meaning"].fillna("") if "meaning" in frame else "",
         }
     )
     show_table(table)

@@ -226,21 +226,13 @@ def format_prediction(result: Any, rows: int | None = DEFAULT_ROWS) -> str:
     return "\n".join(lines)
 
 
-# Row notes that change what a row's figures mean, said under the table too (the others are JSON's)
-TABLE_NOTES = {
-    "bfloat16 on a GPU without BF16": "bfloat16 on a GPU without BF16 matrix units: its products on the FP32 "
-    "cores",
-    "overhead-bound": "overhead-bound: the host's dispatch of every kernel, not the GPU, sets the step",
-}  # fmt: skip
-
-
 def _noted_rows(records: list[dict]) -> list[str]:
-    """A line for each TABLE_NOTES note some shown rows carry, naming them (three at most)."""
-    from stash_core.decide.predict.instances import note_list
+    """A line for each MEANING_NOTES note some shown rows carry, naming them (three at most)."""
+    from stash_core.decide.predict.instances import MEANING_NOTES, meaning_notes
 
     lines = []
-    for start, words in TABLE_NOTES.items():
-        noted = [row["config"] for row in records if any(n.startswith(start) for n in note_list(row["note"]))]
+    for words in MEANING_NOTES.values():
+        noted = [row["config"] for row in records if words in meaning_notes(row["note"])]
         if noted:
             more = f" and {len(noted) - 3} more" if len(noted) > 3 else ""
             lines.append(f"  {words} ({', '.join(noted[:3])}{more})")

@@ -29,7 +29,7 @@ from stash_core.api.predicting import predict
 from stash_core.catalog import check_runs, list_instances
 from stash_core.cells import plain, plain_row
 from stash_core.decide.predict.cpu_rows import CPU_MEASURED
-from stash_core.decide.predict.instances import refused_instance
+from stash_core.decide.predict.instances import meaning_notes, refused_instance
 from stash_core.decide.predict.profile_arithmetic import DEFAULT_PRECISION
 from stash_core.errors import UsageError
 from stash_core.results.file import STALL_NAMES
@@ -188,6 +188,7 @@ def _predicted_rows(predicted: pd.DataFrame, measured: pd.DataFrame, db_path: Pa
             "epoch_s": row["iteration_s"] * per_epoch, "latest_run_id": None,
             "compute_s": row["compute_s"], "interconnect_s": row["interconnect_s"],
             "network_s": row["network_s"], "source": "predicted", "expected_error": row["expected_error"],
+            "meaning": "; ".join(meaning_notes(row.get("note"))),  # overhead-bound, as predict's table says
         }  # fmt: skip
         record.update({column: catalog.get(row["instance"], {}).get(column) for column in _PRICE_COLUMNS})
         rows.append(record)

@@ -104,6 +104,21 @@ def note_list(joined: str | None) -> list[str]:
     return [note for note in notes if note]
 
 
+# Row notes that change what a row's figures mean, said beside them in tables (the others are JSON's): a
+# note's start -> the words a table says
+MEANING_NOTES = {
+    "bfloat16 on a GPU without BF16": "bfloat16 on a GPU without BF16 matrix units: its products on the FP32 "
+    "cores",
+    "overhead-bound": "overhead-bound: the host's dispatch of every kernel, not the GPU, sets the step",
+}  # fmt: skip
+
+
+def meaning_notes(joined: str | None) -> list[str]:
+    """The MEANING_NOTES words of a row's note text (note_list's notes that start with one)."""
+    notes = note_list(joined)
+    return [words for start, words in MEANING_NOTES.items() if any(note.startswith(start) for note in notes)]
+
+
 def refusal_json(line: str) -> dict[str, str]:
     """A line of not_predictable as JSON: 'NAME: reason' (or '2 x NAME: reason') ->
     {"instance": "NAME", "configuration": "2 x NAME", "reason": "reason"}."""

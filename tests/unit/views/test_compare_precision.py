@@ -113,3 +113,15 @@ def test_a_model_built_in_bfloat16_is_predicted_in_its_own_precision(tmp_path: P
     note = frame.attrs["precision_note"]
     assert note == "predicted in 16-bit weights (the model's own): the model was built so"
     assert len(predicted) > 0
+
+
+def test_a_predicted_row_bound_by_the_hosts_dispatch_says_so_as_predict_does(tmp_path: Path) -> None:
+    """Predict's table says an overhead-bound step ranks by the host, not the GPU; Compare's rows did not,
+    and their H200 and H100 read as a meaningful ranking."""
+    db = tmp_path / "r.duckdb"
+    gpu_profile(db, "a2-highgpu-1g", A100, 0.002)
+    _, predicted = compared(db)
+    bound = predicted[predicted["meaning"].str.startswith("overhead-bound")]
+    assert len(bound) and set(bound["meaning"]) == {
+        "overhead-bound: the host's dispatch of every kernel, not the GPU, sets the step"
+    }
