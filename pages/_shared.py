@@ -332,16 +332,15 @@ def number_text(value: Any, digits: int = 1) -> str:
 
 
 def share_text(value: Any) -> str:
-    """0.37 -> '37%'; a share within 10% of either end keeps a decimal (0.004 -> '0.4%', 0.996 -> '99.6%'),
-    and one that would still round to an end says so: '<0.1%', '>99.9%', never '0.0%' beside a stall that is
-    measured or '100.0%' beside one that is not nothing."""
+    """0.37 -> '37.0%', one decimal as `stash show` writes a share (a column read '52%' beside '10.0%'); one
+    that would round to an end says so: '<0.1%', '>99.9%', never '0.0%' beside a stall that is measured or
+    '100.0%' beside one that is not nothing; 0 and 1 exactly as '0%' and '100%'."""
     number = finite_float(value)
     if number is None:
         return "–"
     if (at_an_end := share_at_an_end(number)) is not None:
         return at_an_end
-    near_an_end = number not in (0, 1) and min(abs(number), abs(1 - number)) < 0.1
-    return f"{number:.1%}" if near_an_end else f"{number:.0%}"
+    return f"{number:.0%}" if number in (0, 1) else f"{number:.1%}"
 
 
 def usd_text(value: Any) -> str:

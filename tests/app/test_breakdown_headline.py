@@ -119,7 +119,7 @@ def test_a_share_that_would_round_to_an_end_says_so() -> None:
 
     said = {value: share_text(value) for value in (0.0004, 0.9996, -0.0003, 0, 1, 0.004, 0.996, 0.37, -0.02)}
     assert said == {0.0004: "<0.1%", 0.9996: ">99.9%", -0.0003: ">-0.1%", 0: "0%", 1: "100%", 0.004: "0.4%",
-                    0.996: "99.6%", 0.37: "37%", -0.02: "-2.0%"}  # fmt: skip
+                    0.996: "99.6%", 0.37: "37.0%", -0.02: "-2.0%"}  # fmt: skip
 
 
 def test_iterations_past_the_charts_limit_are_said_to_be_a_part(empty_db: Path) -> None:
