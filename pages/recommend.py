@@ -27,6 +27,7 @@ from stash_core.views.common import in_page_words, plain
 from stash_core.views.recommend import RecommendRequest
 
 PRECISIONS = ["pytorch", "fp32", "tf32", "amp"]
+CHART_OPTIONS = 12  # configurations in the chart of where their time goes
 
 
 def request_key() -> str:
@@ -50,13 +51,15 @@ def request_form() -> RecommendRequest | None:
     )  # fmt: skip
     model = str(model or views.recommend.DEFAULT_MODEL)
     defaults = views.recommend.job_defaults(model)
+    # No bounds in the browser: a number typed past one was kept out of the form there, and Recommend did
+    # nothing with no word; each is checked on Recommend instead, its message naming the field (WORDS).
     with st.form("recommend-form"):
         first = st.columns(5)
         # The model's own profiled batch, kept per model (as its input shape): switching models proposes the
         # new one's batch, and a batch typed for this model stays while it is chosen.
         sizes = views.recommend.batch_sizes_of(profiled, model) or [32]
         batch_size = first[0].number_input(
-            "Batch size per worker", min_value=1, value=int(sizes[0]), step=1, key=f"rec-batch-{model}",
+            "Batch size per worker", value=int(sizes[0]), step=1, key=f"rec-batch-{model}",
             persist_state="session"
         )
         proposed = views.recommend.profiled_shape(profiled, model, int(sizes[0])) or defaults.input_shape
@@ -71,11 +74,11 @@ def request_form() -> RecommendRequest | None:
             "product, Ampere and later); amp: mixed precision (FP16/BF16 tensor cores)",
         )  # fmt: skip
         epochs = first[3].number_input(
-            "Epochs", min_value=0.1, value=90.0, step=1.0, format="%g", key="rec-epochs",
+            "Epochs", value=90.0, step=1.0, format="%g", key="rec-epochs",
             persist_state="session"
         )
         images = first[4].number_input(
-            defaults.samples_label, min_value=1, value=defaults.epoch_samples, step=1000,
+            defaults.samples_label, value=defaults.epoch_samples, step=1000,
             key=f"rec-samples-{defaults.kind}",
             persist_state="session",
         )  # fmt: skip
@@ -103,16 +106,16 @@ def request_form() -> RecommendRequest | None:
         )  # fmt: skip
         second = st.columns(4)
         budget = second[0].number_input(  # %g: a budget typed as 0.004 h is shown as such, not as 0.00
-            "Time budget (hours, 0 = none)", min_value=0.0, value=24.0, step=1.0, format="%g",
+            "Time budget (hours, 0 = none)", value=24.0, step=1.0, format="%g",
             key="rec-budget",
             persist_state="session",
         )
         max_usd = second[1].number_input(
-            "Cost limit (USD, 0 = none)", min_value=0.0, value=0.0, step=100.0, key="rec-max-usd",
+            "Cost limit (USD, 0 = none)", value=0.0, step=100.0, key="rec-max-usd",
             persist_state="session", format="%g"
         )
         max_instances = second[2].number_input(
-            "Most instances of one type", min_value=1, max_value=64, value=4, key="rec-max-instances",
+            "Most instances of one type", value=4, step=1, key="rec-max-instances",
             persist_state="session"
         )
         spot = second[3].toggle("Spot prices", key="rec-spot", persist_state="session")
@@ -139,8 +142,8 @@ def request_form() -> RecommendRequest | None:
             input_shape=shape,
             epochs=float(epochs),
             dataset_images=int(images),
-            budget_hours=float(budget) if budget > 0 else None,
-            max_usd=float(max_usd) if max_usd > 0 else None,
+            budget_hours=float(budget) if budget != 0 else None,  # a negative one is refused, named
+            max_usd=float(max_usd) if max_usd != 0 else None,
             spot=bool(spot),
             instances=tuple(chosen) or None,
             max_instances=int(max_instances),
@@ -210,7 +213,10 @@ def ranked_view(ranked: pd.DataFrame) -> None:
         },
     )
     st.subheader("Where the time of each choice goes")
-    shown = ranked.head(12)
+    shown = ranked.head(CHART_OPTIONS)
+    if len(ranked) > CHART_OPTIONS:  # said: the chart is of the cheapest, the table above has them all
+        st.caption(f"The {CHART_OPTIONS} cheapest of the {len(ranked)} configurations that meet the "
+                   "constraints.")  # fmt: skip
     long = views.recommend.stall_seconds_long(shown, current_db())  # laid as the Breakdown chart lays a run's
     chart = stall_bars(long, "run_label", "Configuration", "Seconds per iteration", "s", ".4f")
     chart_with_download(chart, long, "recommendation_stalls", "rec-stalls")
@@ -321,6 +327,7 @@ WORDS = {
     "batch_size: must": "Batch size per worker: must",  # the API's argument names as the form's fields
     "dataset_images: must": "the samples in one epoch: must", "budget_hours: must": "Time budget: must",
     "epochs: must": "Epochs: must", "max_usd: must": "Cost limit: must",
+    "max_instances: must": "Most instances of one type: must",
     "--optimizer-impl": "Optimizer implementation", "--optimizer": "Optimizer",  # the job's habits' fields
     "--memory-format": "Memory format", "--attention": "Attention",
     "give budget_hours (a time budget), max_usd (a cost limit) or both":

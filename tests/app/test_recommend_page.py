@@ -345,3 +345,21 @@ def test_a_request_is_not_run_again_on_another_database(populated, tmp_path, mon
     app.session_state["stash_db_path"] = str(populated)
     app = app.run()
     assert any(markdown.value == "### 1 x p3.16xlarge" for markdown in app.markdown)
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "field"),
+    [("rec-batch-resnet50", 0, "Batch size per worker"), ("rec-epochs", 0.0, "Epochs"),
+     ("rec-budget", -5.0, "Time budget"), ("rec-max-instances", 0, "Most instances of one type")],
+)  # fmt: skip
+def test_a_value_below_a_fields_bound_is_named_on_recommend_not_kept_out_in_the_browser(
+    populated, monkeypatch, key, value, field
+):
+    """The browser kept a number past a field's bound out of the form (a small red mark) and Recommend then
+    did nothing with no word; a negative budget would have been read as none."""
+    app = _page(populated, monkeypatch)
+    app.number_input(key=key).set_value(value)
+    app.multiselect(key="rec-inst").set_value(["p3.8xlarge"])
+    next(button for button in app.button if button.label == "Recommend").click()
+    errors = " ".join(error.value for error in app.run().error)
+    assert f"{field}\\: must be" in errors, errors
