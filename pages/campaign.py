@@ -5,6 +5,7 @@ the campaigns started here, each with its last lines and a Stop."""
 
 import streamlit as st
 
+from pages._fields import CheckedNumbers
 from pages._shared import current_db, load, page_guard, page_header, show_table, usd_text
 from stash_core.errors import StashError
 from stash_core.spec_parse import CAMPAIGN_BATCH_SIZE
@@ -44,6 +45,7 @@ def request_form() -> CampaignRequest | None:
     """The campaign's options; the request is kept in the session when Plan is pressed."""
     catalog = load(view.gpu_instances)
     names = list(catalog["name"])
+    numbers = CheckedNumbers()  # bounds checked on Plan, not in the browser (pages/_fields.py)
     with st.container(border=True):
         st.markdown("##### :material/cloud: Instance types and profiles")
         chosen = st.multiselect(
@@ -75,8 +77,8 @@ def request_form() -> CampaignRequest | None:
             persist_state="session",
             help="Where every instance type is launched; empty: its price's region, else the cloud's default",
         )  # fmt: skip
-        budget = cols[3].number_input(
-            "Budget (USD, optional)", min_value=0.01, max_value=1e7, value=None, step=1.0, format="%g",
+        budget = numbers.number(
+            cols[3], "Budget (USD, optional)", 0.01, 1e7, None, step=1.0, format="%g",
             key="campaign-budget", persist_state="session",
             help="A plan that costs more at catalog prices is refused",
         )  # fmt: skip
@@ -85,14 +87,17 @@ def request_form() -> CampaignRequest | None:
             "Iterations per phase", "auto", key="campaign-iterations", persist_state="session",
             help="'auto': each run is counted at its cap; a number: that many iterations",
         )  # fmt: skip
-        parallel = cols[1].number_input("Instance types at once", 1, 50, 1, key="campaign-parallel",
-                                        persist_state="session")
-        idle = cols[2].number_input(
-            "Idle minutes before a cluster tears itself down", 1, 10_000, view.DEFAULT_IDLE_MINUTES,
+        parallel = numbers.number(cols[1], "Instance types at once", 1, 50, 1, key="campaign-parallel",
+                                  persist_state="session")  # fmt: skip
+        idle = numbers.number(
+            cols[2], "Idle minutes before a cluster tears itself down", 1, 10_000, view.DEFAULT_IDLE_MINUTES,
             key="campaign-idle",
             persist_state="session",
         )  # fmt: skip
         pressed = st.button("Plan", type="primary", icon=":material/request_quote:", key="campaign-plan")
+    if pressed and numbers.refused():  # an earlier plan is not this request's
+        st.session_state.pop(request_key(), None)
+        return None
     if pressed:
         try:
             request = CampaignRequest(

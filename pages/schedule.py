@@ -6,6 +6,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
+from pages._fields import CheckedNumbers
 from pages._shared import (
     chart_with_download,
     current_db,
@@ -40,6 +41,7 @@ GENERATORS = {"basic": "basic: 1-16 GPUs, log-normal durations",
 
 
 def form() -> None:
+    numbers = CheckedNumbers()  # bounds checked on Simulate, not in the browser (pages/_fields.py)
     st.markdown("**Workload**")
     source = st.radio("Trace", ["synthetic", "upload"], horizontal=True, key="sched-source",
                       persist_state="session")
@@ -56,10 +58,10 @@ def form() -> None:
     generator = left.selectbox("Generator", list(GENERATORS), format_func=GENERATORS.get,
                                key="sched-generator", persist_state="session",
                                disabled=source == "upload")  # fmt: skip
-    jobs = mid.number_input("Synthetic jobs", 1, view.MAX_PAGE_JOBS, d.SYNTHETIC_JOBS, key="sched-jobs",
+    jobs = numbers.number(mid, "Synthetic jobs", 1, view.MAX_PAGE_JOBS, d.SYNTHETIC_JOBS, key="sched-jobs",
                             persist_state="session",
                             disabled=source == "upload")  # fmt: skip
-    gap = right.number_input("Mean gap between arrivals (s)", 0.1, 86400.0, d.MEAN_GAP_S, format="%g",
+    gap = numbers.number(right, "Mean gap between arrivals (s)", 0.1, 86400.0, d.MEAN_GAP_S, format="%g",
                              key="sched-gap", persist_state="session",
                              disabled=source == "upload")  # fmt: skip
     arrivals = left.selectbox(
@@ -67,30 +69,31 @@ def form() -> None:
         help="poisson: continuous; batch: every job at 0 (an uploaded trace: all its jobs at once); burst: "
         "groups of 20 at one instant",
     )  # fmt: skip
-    seed = mid.number_input("Seed", 0, 2**31 - 1, d.SEED, key="sched-seed", persist_state="session")
+    seed = numbers.number(mid, "Seed", 0, 2**31 - 1, d.SEED, key="sched-seed", persist_state="session")
 
     st.markdown("**Cluster and links**")
     left, mid, right = st.columns(3)
-    switches = left.number_input("Switches", 1, 1000, d.CLUSTER[0], key="sched-switches",
+    switches = numbers.number(left, "Switches", 1, 1000, d.CLUSTER[0], key="sched-switches",
                                  persist_state="session")
-    nodes = mid.number_input("Nodes per switch", 1, 1000, d.CLUSTER[1], key="sched-nodes",
+    nodes = numbers.number(mid, "Nodes per switch", 1, 1000, d.CLUSTER[1], key="sched-nodes",
                              persist_state="session")
-    gpus = right.number_input("GPUs per node", 1, 64, d.CLUSTER[2], key="sched-gpus", persist_state="session")
-    node_gbps = left.number_input(
+    gpus = numbers.number(right, "GPUs per node", 1, 64, d.CLUSTER[2], key="sched-gpus",
+                          persist_state="session")
+    node_gbps = numbers.number(left,
         "Node uplink (Gbit/s)", 0.0, MAX_GBPS, 0.0, format="%g", key="sched-node-gbps",
         persist_state="session",
         help="0: no link model (fixed slowdowns, the uplink factor across switches); above 0: links shared "
         "max-min fairly, communication = ring all-reduce bytes over the rate a job gets",
     )  # fmt: skip
-    ratio = mid.number_input("Switch uplink oversubscription", 0.1, 1000.0, d.OVERSUBSCRIPTION,
+    ratio = numbers.number(mid, "Switch uplink oversubscription", 0.1, 1000.0, d.OVERSUBSCRIPTION,
                              format="%g", key="sched-oversubscription", persist_state="session",
                              help="switch uplink = nodes per switch x node uplink / this")  # fmt: skip
-    reference = right.number_input(
+    reference = numbers.number(right,
         "Slowdowns read at (Gbit/s)", MIN_GBPS, MAX_GBPS, d.REFERENCE, format="%g", key="sched-reference",
         persist_state="session",
         help="the bandwidth a trace's network_slowdown (or Blox's penalty) holds for",
     )  # fmt: skip
-    uplink_factor = left.number_input(
+    uplink_factor = numbers.number(left,
         "Uplink factor (no link model)", 1.0, 1000.0, d.UPLINK_FACTOR, format="%g",
         key="sched-uplink-factor",
         persist_state="session",
@@ -108,17 +111,18 @@ def form() -> None:
         help="split: tuned on the first 30% of the jobs, reported on the rest; online: from estimates and "
         "observed waits; given: the delay and scale here",
     )  # fmt: skip
-    delay_s = mid.number_input("Delay timer (s, given)", 0.0, 1e7, d.DELAY_S, format="%g", key="sched-delay",
+    delay_s = numbers.number(mid, "Delay timer (s, given)", 0.0, 1e7, d.DELAY_S, format="%g",
+                             key="sched-delay",
                                persist_state="session")
-    scale = right.number_input("Network timer scale (given)", 0.0, 1e6, d.SCALE, format="%g",
+    scale = numbers.number(right, "Network timer scale (given)", 0.0, 1e6, d.SCALE, format="%g",
                                key="sched-scale", persist_state="session")  # fmt: skip
-    checkpoint_s = left.number_input("Checkpoint (s)", 0.0, 1e6, d.CHECKPOINT_S, format="%g",
+    checkpoint_s = numbers.number(left, "Checkpoint (s)", 0.0, 1e6, d.CHECKPOINT_S, format="%g",
                                      key="sched-checkpoint",
                                      persist_state="session",
                                      help="preemption: save + restore, paid on restart")  # fmt: skip
-    min_run_s = mid.number_input("Minimum run before preemption (s)", 0.0, 1e7, d.MIN_RUN_S,
+    min_run_s = numbers.number(mid, "Minimum run before preemption (s)", 0.0, 1e7, d.MIN_RUN_S,
                                  format="%g", key="sched-min-run", persist_state="session")  # fmt: skip
-    if not st.button("Simulate", icon=":material/play_arrow:", type="primary"):
+    if not st.button("Simulate", icon=":material/play_arrow:", type="primary") or numbers.refused():
         return
     uploads = [(f.name, f.getvalue()) for f in files or []] if source == "upload" else None
     if source == "upload" and not uploads:

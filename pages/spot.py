@@ -5,6 +5,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
+from pages._fields import CheckedNumbers
 from pages._shared import (
     chart_with_download,
     current_db,
@@ -63,7 +64,7 @@ def workload_source() -> str | None:
     return views.spot.workload_text(upload.getvalue(), upload.name)
 
 
-def offers_form(text: str) -> tuple[tuple[str, int], ...]:
+def offers_form(text: str, numbers: CheckedNumbers) -> tuple[tuple[str, int], ...]:
     """Instance types and their quotas, from the catalog's GPU instances."""
     catalog = load(views.spot.gpu_instances)
     names = list(catalog["name"])
@@ -90,8 +91,9 @@ def offers_form(text: str) -> tuple[tuple[str, int], ...]:
     offers = []
     columns = st.columns(max(1, min(len(chosen), 6)))
     for index, name in enumerate(chosen):
-        quota = columns[index % len(columns)].number_input(
-            f"Quota of {name}", 0, 10_000, quotas.get(name, DEFAULT_QUOTA), key=f"spot-quota-{name}",
+        quota = numbers.number(
+            columns[index % len(columns)], f"Quota of {name}", 0, 10_000, quotas.get(name, DEFAULT_QUOTA),
+            key=f"spot-quota-{name}",
             persist_state="session"
         )
         offers.append((name, int(quota)))
@@ -107,23 +109,27 @@ def request_form() -> dict | None:
     if text is None:
         st.info("Upload a workload file, or choose the paper's workload.", icon=":material/info:")
         return None
-    offers = offers_form(text)
+    numbers = CheckedNumbers()  # bounds checked on Plan, not in the browser (pages/_fields.py)
+    offers = offers_form(text, numbers)
     target_default, deadline_default = views.spot.EXAMPLE_TARGET
     row = st.columns(4)
-    target = row[0].number_input("Target loss", 0.0001, 1e6, target_default, format="%g", key="spot-target",
-                                 persist_state="session")
-    deadline = row[1].number_input(
-        "Deadline (s)", 1.0, 365 * 86400.0, deadline_default, format="%g", key="spot-deadline",
+    target = numbers.number(row[0], "Target loss", 0.0001, 1e6, target_default, format="%g",
+                            key="spot-target", persist_state="session")  # fmt: skip
+    deadline = numbers.number(
+        row[1], "Deadline (s)", 1.0, 365 * 86400.0, deadline_default, format="%g", key="spot-deadline",
         persist_state="session"
     )
-    revocation = row[2].number_input(
-        "Revocation overhead in the plan (s)", 0.0, 86400.0, 0.0, format="%g", key="spot-revocation",
+    revocation = numbers.number(
+        row[2], "Revocation overhead in the plan (s)", 0.0, 86400.0, 0.0, format="%g", key="spot-revocation",
         persist_state="session",
         help="Seconds added to the plan's training time for revocations (stash spot --revocation-s).",
     )  # fmt: skip
-    pcie = row[3].number_input("PCIe bandwidth (Gbit/s)", 0.1, 1e5, 80.0, format="%g", key="spot-pcie",
-                               persist_state="session")
+    pcie = numbers.number(row[3], "PCIe bandwidth (Gbit/s)", 0.1, 1e5, 80.0, format="%g", key="spot-pcie",
+                          persist_state="session")  # fmt: skip
     if st.button("Plan", icon=":material/savings:", type="primary", key="spot-plan"):
+        if numbers.refused():  # an earlier plan's answer is not this request's
+            st.session_state.pop(request_key(), None)
+            return None
         st.session_state[request_key()] = {"text": text, "offers": offers, "target_loss": float(target),
                                          "deadline_s": float(deadline), "revocation_s": float(revocation),
                                          "pcie_gbps": float(pcie)}  # fmt: skip
@@ -230,18 +236,20 @@ def simulation_view(request: dict) -> None:
     st.caption("Monte Carlo: every spot instance is revoked at the rate below (Poisson); the cluster stops "
                "for the seconds lost and is re-planned with what is left. spotDNN against planning blind to "
                "contention (trained at the true speed) and against on-demand (never revoked).")  # fmt: skip
+    numbers = CheckedNumbers()  # bounds checked on Simulate, not in the browser (pages/_fields.py)
     row = st.columns([2, 1, 1, 1])
     rate = row[0].slider("Revocations per spot instance per hour", 0.0, 5.0, 0.5, 0.1, key="spot-rate",
                          persist_state="session")
-    lost = row[1].number_input(
-        "Seconds lost per revocation", 0.0, 86400.0, 30.0, format="%g", key="spot-lost",
+    lost = numbers.number(
+        row[1], "Seconds lost per revocation", 0.0, 86400.0, 30.0, format="%g", key="spot-lost",
         persist_state="session"
     )
     # the command's defaults (spot-simulate, and the risk `stash spot` states): the same figures
-    runs = row[2].number_input("Runs", 1, views.spot.MAX_PAGE_RUNS, RISK_RUNS, key="spot-runs",
-                               persist_state="session")
-    seed = row[3].number_input("Seed", 0, 2**31 - 1, DEFAULT_SEED, key="spot-seed", persist_state="session")
-    if not st.button("Simulate", icon=":material/casino:", key="spot-simulate"):
+    runs = numbers.number(row[2], "Runs", 1, views.spot.MAX_PAGE_RUNS, RISK_RUNS, key="spot-runs",
+                          persist_state="session")  # fmt: skip
+    seed = numbers.number(row[3], "Seed", 0, 2**31 - 1, DEFAULT_SEED, key="spot-seed",
+                          persist_state="session")  # fmt: skip
+    if not st.button("Simulate", icon=":material/casino:", key="spot-simulate") or numbers.refused():
         return
     with st.spinner("Simulating revocations…"):
         rows = load(views.spot.simulation, request["text"], request["offers"], request["target_loss"],

@@ -192,3 +192,13 @@ def test_the_pages_batch_size_is_the_commands(empty_db: Path, without_skypilot):
     args = build_parser().parse_args(["campaign", "--models", "resnet18", "--instance", "x"])
     check_script_options(args)
     assert _page(empty_db).text_input(key="campaign-batch").value == ",".join(map(str, args.batch_sizes))
+
+
+def test_a_budget_below_its_bound_is_named_on_plan_not_planned_without_one(empty_db: Path, without_skypilot):
+    """The browser kept a budget of -3 out of the form and Plan then planned with no budget."""
+    app = _page(empty_db)
+    app.number_input(key="campaign-budget").set_value(-3.0)
+    app = _plan(app)
+    errors = " ".join(error.value for error in app.error)
+    assert "Budget (USD, optional): must be from 0.01 to 10,000,000, got -3" in errors
+    assert not [metric for metric in app.metric if metric.label == "Cost at catalog prices"]

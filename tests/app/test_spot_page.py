@@ -223,4 +223,15 @@ def test_the_revocation_simulations_defaults_are_the_commands(tmp_path, monkeypa
     # None: the command's own, its help says 200 (and `stash spot` states the risk of RISK_RUNS runs)
     assert app.number_input(key="spot-runs").value == RISK_RUNS == 200 and args.runs is None
     assert app.number_input(key="spot-seed").value == DEFAULT_SEED and args.seed is None
-    assert app.number_input(key="spot-seed").min == 0
+    app.number_input(key="spot-seed").set_value(0)  # a seed of 0 is taken (bounds checked on Simulate)
+    app = next(button for button in app.button if button.label == "Simulate").click().run()
+    assert not any("Seed" in error.value for error in app.error)
+
+
+def test_a_deadline_past_its_bound_is_named_on_plan_not_planned_with_the_previous_one(tmp_path, monkeypatch):
+    """The browser kept a deadline of 0 out of the form and Plan then planned the previous 2,600 s."""
+    app = _page(tmp_path / "fresh.duckdb", monkeypatch)
+    app.number_input(key="spot-deadline").set_value(0.0)
+    app = app.button(key="spot-plan").click().run()
+    assert "Deadline (s): must be from 1 to 31,536,000, got 0" in " ".join(error.value for error in app.error)
+    assert not app.metric  # no plan shown
