@@ -95,6 +95,12 @@ CLI_ALPHA_BETA = "(or give --alpha-s/--beta-s-per-byte)"
 PAGE_ALPHA_BETA = "(`stash probe` on that configuration measures one; `stash fit --alpha-s ...` sets one)"
 
 
+def group_label_warnings(report: FitReport, group: dict[str, Any]) -> list[str]:
+    """The label warnings (a machine that contradicts its label) of the runs under a group's label."""
+    named = f"instance label {group.get('instance')} of run "
+    return [warning for warning in report.label_warnings if warning.startswith(named)]
+
+
 def models_table(report: FitReport, stall: str, group: dict[str, Any]) -> pd.DataFrame:
     """The fits of one group, ready to show: the best first, then those with enough points by
     leave-one-model-out error, then those without.

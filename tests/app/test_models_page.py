@@ -127,3 +127,15 @@ def test_an_uploaded_model_s_error_names_the_file_as_uploaded(tmp_path, monkeypa
     app.button[0].click().run()
     errors = " ".join(error.value for error in app.error)
     assert "tiny.py\\:nosuch" in errors and ".stash-jobs" not in errors  # (shown as data: ':' escaped)
+
+
+def test_a_group_named_by_a_label_its_machine_contradicts_says_so(tmp_path, monkeypatch):
+    """The page's first configuration was "cpu / 2 workers / g4dn.xlarge", made of a CPU run that Compare and
+    Recommend set aside for its label, with no word."""
+    db, stalls = tmp_path / "r.duckdb", {"compute": 0.1, "interconnect": 0.02}
+    doc = result_doc("resnet18", instance="g4dn.xlarge", workers=2, stalls=stalls)
+    ingest_result(db, doc)
+    app = _page(db, monkeypatch)
+    assert not app.exception
+    said = " ".join(warning.value for warning in app.warning)
+    assert "g4dn.xlarge" in said and doc["run_id"] in said and "fitted in the group named" in said

@@ -27,6 +27,8 @@ class FitReport:
     observations: pd.DataFrame
     models: list[StallModel]
     probes: pd.DataFrame = field(default_factory=pd.DataFrame)
+    # a line per fitted run whose machine contradicts its instance label: its group is named by that label
+    label_warnings: list[str] = field(default_factory=list)
 
     def summary(self) -> pd.DataFrame:
         """One row per model: stall, group, model, points, models, R², MAPEs, best, coefficients, note."""

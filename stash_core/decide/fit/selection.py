@@ -60,7 +60,28 @@ def fit_stall_models(
         if rows.empty:
             continue
         models += _fit_stall(stall, rows, group_key(stall, by_batch_size), probes, given)
-    return FitReport(observations=observations, models=models, probes=probes)
+    warnings = _label_warnings(db_path, observations) if db_path is not None else []
+    return FitReport(observations=observations, models=models, probes=probes, label_warnings=warnings)
+
+
+def _label_warnings(db_path: Path | str, observations: pd.DataFrame) -> list[str]:
+    """The label warning of each fitted run whose machine contradicts its instance label (predict and
+    recommend set such a run aside; here its stalls are its machine's, grouped under the label it gave)."""
+    from stash_core.catalog import list_instances
+    from stash_core.catalog.labels import stored_label_checks
+
+    run_ids = sorted(set(observations["run_id"])) if len(observations) else []
+    if not run_ids:
+        return []
+    catalog = {row["name"]: row for row in list_instances(db_path).to_dict(orient="records")}
+    checks = stored_label_checks(db_path, run_ids, catalog)
+    return [
+        f"instance label {check.instance} of run {check.run_id} does not fit the machine "
+        f"({'; '.join(check.problems)}): its stalls are its machine's, fitted in the group named "
+        f"{check.instance}"
+        for check in checks.values()
+        if check.status == "contradicted"
+    ]
 
 
 def group_key(stall: str, by_batch_size: bool = False) -> tuple[str, ...]:

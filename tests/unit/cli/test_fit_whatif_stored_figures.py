@@ -158,3 +158,16 @@ def test_a_best_fit_worse_than_the_mean_says_it_is_no_useful_one_and_predictions
     assert said is not None and "R² below 0" in said and "held-out error over 100%" in said
     assert weak_fit(0.9, 0.12) is None and weak_fit(None, None) is None
     assert milliseconds(0.31197) == "312" and milliseconds(0.0005123) == "0.512" and milliseconds(0.0) == "0"
+
+
+def test_fit_says_a_run_whose_machine_contradicts_its_label_is_grouped_under_that_label(tmp_path, capsys):
+    """A CPU run labelled g4dn.xlarge made the group "cpu / 2 workers / g4dn.xlarge" with no word, where
+    predict and recommend set it aside."""
+    db = tmp_path / "r.duckdb"
+    stalls = {"compute": 0.1, "interconnect": 0.02}
+    doc = result_doc("resnet18", instance="g4dn.xlarge", workers=2, stalls=stalls)
+    ingest_result(db, doc)
+    assert stash("fit", "--db", str(db)) == 0
+    out = capsys.readouterr().out
+    assert f"warning: instance label g4dn.xlarge of run {doc['run_id']} does not fit the machine" in out
+    assert "fitted in the group named g4dn.xlarge" in out
