@@ -144,7 +144,7 @@ def main() -> None:
     # Workers and machines in one column, and no Error column while no run failed: the table fits the page.
     scale = [f"{w} × {n}" for w, n in zip(recent["workers_per_node"], recent["nodes"], strict=True)]
     recent = recent.assign(workers_per_node=scale)
-    hidden = ["nodes"] + [column for column in ("error", "time_of") if not recent[column].any()]
+    hidden = ["nodes"] + [column for column in ("error", "time_of", "label") if not recent[column].any()]
     show_table(
         recent.drop(columns=hidden),
         column_config={
@@ -155,6 +155,8 @@ def main() -> None:
             "batch_size": st.column_config.NumberColumn("Batch"),
             "workers_per_node": st.column_config.TextColumn("Workers × nodes"),
             "instance": "Instance",
+            "label": st.column_config.TextColumn("Label", help="contradicted: the machine does not fit the "
+                                                 "instance label; the run's page says why"),
             "device": "Device",
             "iteration_s": st.column_config.NumberColumn("Iteration (s)", format="%.4f"),
             "epoch_s": st.column_config.NumberColumn("Epoch (s)", format="%.3f"),

@@ -59,6 +59,7 @@ def overview(db_path: Path | str, latest: int = 8, recent: int = 10) -> dict[str
     # a run that did not complete: its times are one phase's (R0: one worker), as `stash runs` marks them
     notes = [partial.get(run_id, "") for run_id in recent_frame["run_id"]]
     recent_frame.insert(recent_frame.columns.get_loc("epoch_s") + 1, "time_of", notes)
+    recent_frame["label"] = label_marks(db_path, recent_frame["run_id"].tolist())
     runs, completed, models, instances, last_run, iterations = row
     return {
         "db_path": str(db_path),
@@ -71,6 +72,18 @@ def overview(db_path: Path | str, latest: int = 8, recent: int = 10) -> dict[str
         "latest": newest,
         "recent": recent_frame,
     }
+
+
+def label_marks(db_path: Path | str, run_ids: list[str]) -> list[str]:
+    """Per run, "contradicted" where its machine contradicts its instance label (Compare, predict and
+    recommend set it aside until confirmed; its own page says why), else ""."""
+    from stash_core.catalog import list_instances
+    from stash_core.catalog.labels import stored_label_checks
+
+    catalog = {row["name"]: row for row in list_instances(db_path).to_dict(orient="records")}
+    checks = stored_label_checks(db_path, run_ids, catalog)
+    contradicted = {run for run, check in checks.items() if check.status == "contradicted"}
+    return ["contradicted" if run in contradicted else "" for run in run_ids]
 
 
 def run_breakdowns(db_path: Path | str, run_ids: list[str]) -> pd.DataFrame:

@@ -99,3 +99,19 @@ def test_the_headline_is_never_a_stall_that_was_not_resolved() -> None:
     ]
     assert views.breakdown.headline_stall({"stalls": stalls})["stall"] == "compute"
     assert views.breakdown.headline_stall({"stalls": stalls[1:]}) is None
+
+
+def test_a_recent_run_whose_machine_contradicts_its_label_is_marked_in_the_list(tmp_path: Path) -> None:
+    """Such a run was marked only on its own Stall breakdown; the Overview's list showed it clean."""
+    from result_docs import result_doc
+
+    from stash_core.store import ingest_result
+
+    db = tmp_path / "r.duckdb"
+    labelled = result_doc("resnet18", instance="g4dn.xlarge", workers=2, stalls={"compute": 0.1})
+    own = result_doc("resnet18", instance="my-laptop", workers=2, stalls={"compute": 0.1})
+    for doc in (labelled, own):
+        assert ingest_result(db, doc)
+    recent = views.overview.overview(db)["recent"].set_index("run_id")
+    assert recent.loc[labelled["run_id"], "label"] == "contradicted"
+    assert recent.loc[own["run_id"], "label"] == ""
