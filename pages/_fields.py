@@ -16,9 +16,10 @@ class CheckedNumbers:
     def number(
         self, container: Any, label: str, low: float, high: float, value: float, **options: Any
     ) -> Any:
-        """`container.number_input` without bounds; a value outside [low, high] is kept as a problem."""
+        """`container.number_input` without bounds; a value outside [low, high] is kept as a problem, unless
+        the field is disabled (its value is not used)."""
         got = container.number_input(label, value=value, **options)
-        if got is not None and not low <= got <= high:
+        if got is not None and not options.get("disabled") and not low <= got <= high:
             self.problems.append(f"{label}: must be from {_said(low)} to {_said(high)}, got {_said(got)}")
         return got
 

@@ -250,7 +250,7 @@ def main() -> None:
     labels = views.models.group_labels(report, stall)
     chosen = top[1].selectbox("Configuration", labels, key="models-group", persist_state="session")
     group = report.groups(stall)[labels.index(chosen)]
-    for warning in views.models.group_label_warnings(report, group):  # its group is named by that label
+    for warning in views.models.group_label_warnings(report, stall, group):  # named by that label
         st.warning(plain(warning), icon=":material/report:")
     feature = top[2].selectbox(
         "Against", list(FEATURE_LABELS), format_func=FEATURE_LABELS.get, key="models-feature",

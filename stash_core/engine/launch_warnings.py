@@ -35,8 +35,9 @@ def pooled_warnings(
         capped = [run for run in shortfall.runs if run in by_name and any(
             launch.get("stop_reason") == "max_iterations"
             for launch in by_name[run]["launches"])]  # fmt: skip
-        cap = (f"; {' and '.join(capped)} stopped at --max-iterations with time left: a larger "
-               "--max-iterations would narrow it" if capped else "")  # fmt: skip
+        said = "iteration cap" in cause  # spread_cause names it already: only what to raise
+        stopped = "" if said else f"{' and '.join(capped)} stopped at --max-iterations with time left: "
+        cap = f"; {stopped}a larger --max-iterations would narrow it" if capped else ""
         warnings.append(f"{text}: {cause}{cap}; {why}; or accept a wider --target-ci")
     warnings.extend(filter(None, (script_end_warning(record) for record in completed)))
     rounds = {launch["round"] for record in completed for launch in record["launches"] if launch["pooled"]}

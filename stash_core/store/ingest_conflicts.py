@@ -131,16 +131,17 @@ def sample_figures(run: PreparedRun) -> dict[str, tuple[int, float]]:
 def stored_sample_figures(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, tuple[int, float]]:
     """sample_figures of the run stored under `run_id` (tables without its rows left out)."""
     figures: dict[str, tuple[int, float]] = {}
-    per_column = " UNION ALL ".join(
-        f"SELECT 'iterations ' || phase || ' {name}', count({name}), coalesce(sum({name}), 0) FROM iterations "
-        "WHERE run_id = ? GROUP BY phase"
-        for name in ITERATION_COLUMNS
-    )
+    # one scan of the run's iterations: every column's count and sum by phase
+    sums = ", ".join(f"count({name}), coalesce(sum({name}), 0)" for name in ITERATION_COLUMNS)
+    for phase, *values in con.execute(
+        f"SELECT phase, {sums} FROM iterations WHERE run_id = ? GROUP BY phase", [run_id]
+    ).fetchall():
+        for index, name in enumerate(ITERATION_COLUMNS):
+            figures[f"iterations {phase} {name}"] = (values[2 * index], float(values[2 * index + 1]))
     rows = con.execute(
-        f"{per_column} UNION ALL "
         "SELECT 'telemetry ' || phase || ' ' || metric, count(value), coalesce(sum(value), 0) FROM telemetry "
         "WHERE run_id = ? GROUP BY phase, metric",
-        [run_id] * (len(ITERATION_COLUMNS) + 1),
+        [run_id],
     ).fetchall()
     figures.update({name: (count, float(total)) for name, count, total in rows})
     count, total = con.execute(
@@ -162,11 +163,13 @@ def _sample_part(name: str) -> str:
 
 
 def sample_differences(old: dict[str, tuple[int, float]], new: dict[str, tuple[int, float]]) -> list[str]:
-    """The sample parts both hold that differ (rows, or their sum beyond float rounding)."""
+    """The sample parts both hold that differ (rows, or their sum beyond float rounding); a part stored
+    without a value (an export that held the iteration times alone) differs from none."""
     return [
         name for name in new
-        if name in old and (old[name][0] != new[name][0] or not math.isclose(old[name][1], new[name][1],
-                                                                               rel_tol=1e-12, abs_tol=1e-15))
+        if name in old and old[name][0] > 0 and (
+            old[name][0] != new[name][0]
+            or not math.isclose(old[name][1], new[name][1], rel_tol=1e-12, abs_tol=1e-15))
     ]  # fmt: skip
 
 

@@ -126,7 +126,10 @@ def compare_with_predictions(db_path: Path | str, model: str, batch_size: int, *
         return measured
     # as the measured runs trained: PyTorch's default, or a model built in 16 bits in its own
     own, why = predicted.request.get("precision"), predicted.request.get("precision_why")
-    note = f"predicted for {own}: {why}, as the measured runs trained" if why else ""
+    trained = "as the measured runs trained" if str(chosen.get("device") or "").startswith("cuda") else (
+        "as PyTorch trains it on these GPUs (the measured runs trained on CPUs)"
+    )
+    note = f"predicted for {own}: {why}, {trained}" if why else ""
     note = note or f"predicted in {own}: the model was built so"
     attrs.update(precision=own, precision_note=note)
     frame = predicted.frame

@@ -95,10 +95,14 @@ CLI_ALPHA_BETA = "(or give --alpha-s/--beta-s-per-byte)"
 PAGE_ALPHA_BETA = "(`stash probe` on that configuration measures one; `stash fit --alpha-s ...` sets one)"
 
 
-def group_label_warnings(report: FitReport, group: dict[str, Any]) -> list[str]:
-    """The label warnings (a machine that contradicts its label) of the runs under a group's label."""
-    named = f"instance label {group.get('instance')} of run "
-    return [warning for warning in report.label_warnings if warning.startswith(named)]
+def group_label_warnings(report: FitReport, stall: str, group: dict[str, Any]) -> list[str]:
+    """The label warnings (a machine that contradicts its label) of the runs fitted in a group."""
+    rows = report.observations[report.observations["stall"] == stall]
+    for column, value in group.items():
+        if column in rows.columns:
+            rows = rows[rows[column] == value]
+    runs = {f" of run {run} " for run in rows["run_id"]}
+    return [warning for warning in report.label_warnings if any(run in warning for run in runs)]
 
 
 def models_table(report: FitReport, stall: str, group: dict[str, Any]) -> pd.DataFrame:

@@ -92,6 +92,8 @@ def test_the_pages_defaults_are_the_commands(tmp_path, monkeypatch):
 
 def test_an_upload_is_read_as_the_format_its_columns_say(tmp_path, monkeypatch):
     app = _page(tmp_path / "r.duckdb", monkeypatch)
+    # a synthetic field past its bound, greyed out with an upload, is not the upload's problem
+    app.number_input(key="sched-jobs").set_value(900_000)
     app.radio(key="sched-source").set_value("upload")
     app = app.run()
     assert "told from the file's columns" in app.get("file_uploader")[0].label

@@ -553,6 +553,17 @@ def test_a_result_file_whose_samples_differ_in_a_part_of_the_step_is_refused(db_
         store.ingest_result(db_path, other)
 
 
+def test_a_stored_run_without_its_parts_of_the_step_is_not_other_content(db_path, result_doc):
+    """A run stored from an export that held its iteration times alone: its file, ingested again, is not
+    refused for parts the database never had."""
+    doc = result_doc(run_id="20261122T080000Z-aaaa0034")
+    store.ingest_result(db_path, doc)
+    with store.connect(db_path) as con:
+        con.execute("UPDATE iterations SET data_s = NULL, forward_s = NULL, backward_s = NULL, "
+                    "optimizer_s = NULL, slowest_rank = NULL")  # fmt: skip
+    assert store.ingest_result(db_path, doc) is False  # already stored, not refused
+
+
 def test_a_result_file_with_other_communication_is_refused_not_called_already_stored(db_path, result_doc):
     """The probes' bus bandwidth and the network reference were not compared: an edited file was "already
     stored" and the old figures kept."""

@@ -399,3 +399,22 @@ def test_a_predicted_options_mark_states_the_steps_error_as_the_card_does_and_it
     })  # fmt: skip
     assert list(marked_source(frame)) == ["◇ predicted ±49%", "● measured", "◇ predicted ±20% unvalidated"]
     assert list(gpus_used(frame)) == ["2x8/8", "8/8", "2 CPU"]
+
+
+def test_a_label_warning_is_shown_on_the_groups_its_run_is_fitted_in_only():
+    """It was matched by the label alone: a CPU run labelled g4dn.xlarge warned on the GPU group of real
+    g4dn.xlarge runs too."""
+    import pandas as pd
+
+    from stash_core.decide.fit.report import FitReport
+    from stash_core.views.models import group_label_warnings
+
+    observations = pd.DataFrame({
+        "stall": ["interconnect", "interconnect"], "run_id": ["r-cpu", "r-gpu"], "device": ["cpu", "cuda"],
+        "workers_per_node": [2, 2], "instance": ["g4dn.xlarge", "g4dn.xlarge"],
+    })  # fmt: skip
+    warning = "instance label g4dn.xlarge of run r-cpu does not fit the machine (...): ..."
+    report = FitReport(observations=observations, models=[], label_warnings=[warning])
+    cpu = {"device": "cpu", "workers_per_node": 2, "instance": "g4dn.xlarge"}
+    assert group_label_warnings(report, "interconnect", cpu) == [warning]
+    assert group_label_warnings(report, "interconnect", {**cpu, "device": "cuda"}) == []
