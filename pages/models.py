@@ -19,6 +19,7 @@ from pages._shared import (
 )
 from stash_core import views
 from stash_core.decide.fit import FitReport, StallModel
+from stash_core.decide.fit.report import weak_fit
 from stash_core.errors import UsageError
 from stash_core.units import size_words
 from stash_core.views.common import plain
@@ -183,6 +184,8 @@ def best_fit_metrics(best: StallModel | None, shortfall: str) -> None:
     metrics[1].metric("Leave-one-model-out error", pct(best.lomo_mape))
     metrics[2].metric("Leave-one-bandwidth-out error", pct(best.lobo_mape))
     metrics[3].metric("R²", "–" if best.r2 is None else f"{best.r2:.3f}")
+    if warning := weak_fit(best.r2, best.lomo_mape):  # as `stash fit` says it under the table
+        st.warning(warning[:1].upper() + warning[1:] + ".", icon=":material/report:")
 
 
 def points_view(report: FitReport, stall: str, group: dict, feature: str, points: pd.DataFrame) -> None:

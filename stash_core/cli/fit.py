@@ -19,6 +19,7 @@ from stash_core.cli.args import (
     shape_text,
 )
 from stash_core.cli.figures import fixed, percent
+from stash_core.decide.fit.report import weak_fit
 from stash_core.errors import UsageError
 from stash_core.spec_parse import WORKERS, Number
 from stash_core.terminal import one_line, printable
@@ -256,22 +257,6 @@ def format_fit_report(report: FitReport, all_models: bool = False, stalls: tuple
         lines.append("* = best (lowest leave-one-model-out error)")
     lines += [f"warning: {one_line(warning)}" for warning in report.label_warnings]
     return "\n".join(lines)
-
-
-WEAK_HELD_OUT_ERROR = 1.0  # a best model off by more than its value on a model held out predicts little
-
-
-def weak_fit(r2: float | None, held_out_error: float | None) -> str | None:
-    """What a best model that explains less than the mean does (R² below 0), or one whose held-out error is
-    over 100%, says of itself: best among the fits, and still no useful one."""
-    reasons = []
-    if (r2 := finite_float(r2)) is not None and r2 < 0:
-        reasons.append("R² below 0: it fits worse than the mean of the stalls")
-    if (error := finite_float(held_out_error)) is not None and error > WEAK_HELD_OUT_ERROR:
-        reasons.append(f"held-out error over {WEAK_HELD_OUT_ERROR:.0%}")
-    if not reasons:
-        return None
-    return f"no useful fit yet ({'; '.join(reasons)}): profile more models of this configuration"
 
 
 def format_prediction(answer: dict[str, Any]) -> str:

@@ -9,6 +9,7 @@ import pandas as pd
 
 from stash_core.decide.fit.observations import FEATURES
 from stash_core.decide.fit.stall_model import StallModel, same_group
+from stash_core.units import finite_float
 
 SUMMARY_COLUMNS = [
     "stall", "group", "model", "kind", "points", "models", "r2", "lomo_mape", "lobo_mape", "best",
@@ -103,3 +104,19 @@ def _summary_row(model: StallModel) -> dict[str, Any]:
         "enough_points": model.enough_points,
         "shortfall": model.shortfall,
     }
+
+
+WEAK_HELD_OUT_ERROR = 1.0  # a best model off by more than its value on a model held out predicts little
+
+
+def weak_fit(r2: float | None, held_out_error: float | None) -> str | None:
+    """What a best model that explains less than the mean does (R² below 0), or one whose held-out error is
+    over 100%, says of itself: best among the fits, and still no useful one."""
+    reasons = []
+    if (r2 := finite_float(r2)) is not None and r2 < 0:
+        reasons.append("R² below 0: it fits worse than the mean of the stalls")
+    if (error := finite_float(held_out_error)) is not None and error > WEAK_HELD_OUT_ERROR:
+        reasons.append(f"held-out error over {WEAK_HELD_OUT_ERROR:.0%}")
+    if not reasons:
+        return None
+    return f"no useful fit yet ({'; '.join(reasons)}): profile more models of this configuration"
