@@ -19,7 +19,6 @@ from stash_core.cli.args import (
     shape_text,
 )
 from stash_core.cli.figures import fixed, percent
-from stash_core.decide.fit.report import weak_fit
 from stash_core.errors import UsageError
 from stash_core.spec_parse import WORKERS, Number
 from stash_core.terminal import one_line, printable
@@ -240,7 +239,7 @@ def format_fit_report(report: FitReport, all_models: bool = False, stalls: tuple
             )
             if row.note:
                 lines.append(f"      {one_line(row.note)}")
-            if row.best and (warning := weak_fit(row.r2, row.lomo_mape)):
+            if row.best and (warning := _weak_fit(row.r2, row.lomo_mape)):
                 lines.append(f"      {warning}")
         best = frame[frame["best"]]
         error = finite_float(best.iloc[0]["lomo_mape"]) if len(best) else None
@@ -257,6 +256,12 @@ def format_fit_report(report: FitReport, all_models: bool = False, stalls: tuple
         lines.append("* = best (lowest leave-one-model-out error)")
     lines += [f"warning: {one_line(warning)}" for warning in report.label_warnings]
     return "\n".join(lines)
+
+
+def _weak_fit(r2: Any, held_out_error: Any) -> str | None:
+    from stash_core.decide.fit.report import weak_fit  # pandas: not for --help
+
+    return weak_fit(r2, held_out_error)
 
 
 def format_prediction(answer: dict[str, Any]) -> str:

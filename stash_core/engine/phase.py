@@ -241,7 +241,7 @@ def fill_record(record: dict, result: dict, spec: ProfileSpec, warnings: list[st
 
 def launch_warnings_kept(name: str, launch_warnings: list[str], warnings: list[str]) -> list[str]:
     """Of one launch's warnings, those the run keeps: not those already said, nor its cap warnings, which
-    the pooled run's replace (launch_warnings.pooled_warnings), but for a fixed --iterations cut short by a cap,
+    the pooled run's replace (launch_warnings), but for a fixed --iterations cut short by a cap,
     which the pooled run does not say: that one once a run."""
     stopped = f"{name}: stopped at the "
     said = any(warning.startswith(stopped) for warning in warnings)

@@ -83,7 +83,8 @@ def test_predictions_say_their_precision_and_scale_a_tf32_profile(empty_db: Path
     _gpu_profile(empty_db, "lab-box-7", "NVIDIA H200", 0.05)
     app = _shown_page()
     captions = _captions(app)
-    assert plain("Predicted for tf32: PyTorch's default for its convolutions and recurrent layers") in captions
+    said = plain("Predicted for tf32: PyTorch's default for its convolutions and recurrent layers")
+    assert said in captions
     table = app.dataframe[0].value.set_index("Configuration")
     assert table.loc["p5en.48xlarge · 1w · predicted", "Iteration"] == "50 ms"
 

@@ -163,7 +163,7 @@ def test_a_policy_given_twice_is_refused(tmp_path, capsys):
 @pytest.mark.parametrize(
     "policies, option, message",
     [
-        ("fifo,sjf", ["--starve-factor", "3"], "--starve-factor sets las, not run here (--policies fifo,sjf)"),
+        ("fifo,sjf", ["--starve-factor", "3"], "--starve-factor sets las, not run here (--policies fifo,sjf"),
         ("fifo", ["--las-limits-gpu-h", "2,20"], "--las-limits-gpu-h sets las, not run here"),
         ("sjf", ["--checkpoint-s", "5"], "--checkpoint-s sets las and network-preempt, not run here"),
         ("delay", ["--max-preemptions", "1"], "--max-preemptions sets las and network-preempt"),

@@ -152,7 +152,8 @@ def test_a_prediction_of_a_model_profiled_in_the_configuration_shows_what_was_me
 def test_a_best_fit_worse_than_the_mean_says_it_is_no_useful_one_and_predictions_keep_three_figures():
     """A best model of R² -0.109 and 379% held-out error was starred with no word, and its prediction read
     311.97 ms on a ±379% estimate."""
-    from stash_core.cli.fit import milliseconds, weak_fit
+    from stash_core.cli.fit import milliseconds
+    from stash_core.decide.fit.report import weak_fit
 
     said = weak_fit(-0.109, 3.792)
     assert said is not None and "R² below 0" in said and "held-out error over 100%" in said

@@ -80,10 +80,11 @@ def test_a_lower_disk_read_cap_gives_a_larger_disk_stall(tmp_path):
 
 def start_long_profile(tmp_path: Path, stalls: str) -> tuple[subprocess.Popen, list[psutil.Process]]:
     """A profile that would run for long; returns once its two-worker run R1 has started its workers. R0
-    measures for 3 s only (enough for its compute figure); R1 is stopped while it is still starting up."""
+    measures for 3 s only (enough for its compute figure: 8 s less the 5 s of start-up a first launch keeps
+    out); R1 is stopped while it is still starting up or in its first seconds of steps."""
     argv = [
         sys.executable, "-m", "stash_core", "profile", *SMALL, "--workers", "2", "--stalls", stalls,
-        "--iterations", "100000", "--max-iterations", "100000", "--max-phase-seconds", "3",
+        "--iterations", "100000", "--max-iterations", "100000", "--max-phase-seconds", "8",
         "--out", str(tmp_path / "run.json"),
         "--db", str(tmp_path / "r.duckdb"), "--progress", "json",
     ]  # fmt: skip

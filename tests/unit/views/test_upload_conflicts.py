@@ -94,11 +94,13 @@ def test_other_samples_are_other_content_at_the_check_as_at_store(tmp_path: Path
     db = tmp_path / "r.duckdb"
     store.ingest_result(db, json.loads(_file(1, samples=True)))
     (check,) = views.upload.check_uploads(db, [("other.json", _other_samples())]).checks
-    assert not check.ok and f"run {RUN_ID} is stored with other content (iterations R0 iteration_s)" in check.reason
+    said = f"run {RUN_ID} is stored with other content (iterations R0 iteration_s)"
+    assert not check.ok and said in check.reason
     empty = tmp_path / "empty.duckdb"
     files = [("a.json", _file(1, samples=True)), ("b.json", _other_samples())]
     report = views.upload.check_uploads(empty, files)
-    assert f"run {RUN_ID} is also in a.json with other content (iterations R0 iteration_s)" in report.checks[1].reason
+    said = f"run {RUN_ID} is also in a.json with other content (iterations R0 iteration_s)"
+    assert said in report.checks[1].reason
 
 
 def test_a_stored_run_without_samples_is_completed_not_called_already_stored(tmp_path: Path) -> None:
