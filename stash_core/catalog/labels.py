@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from stash_core.catalog.accelerators import find_accelerator, match_accelerator
-from stash_core.catalog.catalog import get_instance
+from stash_core.catalog.catalog import get_instance, list_instances
 from stash_core.errors import UsageError, no_run_error
 from stash_core.store import get_run
 from stash_core.store.run_labels import CONFIRMED_KEY, label_rows, merge_into_spec
@@ -149,11 +149,14 @@ def check_runs(runs: list[dict[str, Any]], catalog: dict[str, dict[str, Any]]) -
 
 
 def stored_label_checks(
-    db_path: Path | str, run_ids: list[str], catalog: dict[str, dict[str, Any]]
+    db_path: Path | str, run_ids: list[str], catalog: dict[str, dict[str, Any]] | None = None
 ) -> dict[str, LabelCheck]:
-    """check_runs of stored runs (one read of their spec and fingerprint), by run id."""
+    """check_runs of stored runs (one read of their spec and fingerprint), by run id, against `catalog`
+    ({name: row}; None: the database's, stored rows and built-in ones)."""
     if not run_ids:
         return {}
+    if catalog is None:
+        catalog = {row["name"]: row for row in list_instances(db_path).to_dict(orient="records")}
     frame = label_rows(db_path, run_ids)
     return check_runs(frame.to_dict(orient="records"), catalog)
 

@@ -247,11 +247,10 @@ def accelerator_cell(row: dict) -> str:
 
 
 def workers_cell(row: dict) -> str:
-    """GPUs used of the instance's GPUs, times the instances: '8/8', '1/8', '2x8/8'; a CPU machine's worker
-    processes: '2 CPU'."""
-    gpus = row["gpus_per_instance"]
-    used = f"{row['workers_per_instance']}/{gpus}" if gpus else f"{row['workers_per_instance']} CPU"
-    return used if row["instance_count"] == 1 else f"{row['instance_count']}x{used}"
+    """GPUs used of the instance's GPUs, times the instances (instances.gpus_used_cell)."""
+    from stash_core.decide.predict.instances import gpus_used_cell
+
+    return gpus_used_cell(row["instance_count"], row["workers_per_instance"], row["gpus_per_instance"])
 
 
 def _header(request: dict, errors: dict) -> list[str]:

@@ -77,11 +77,9 @@ def overview(db_path: Path | str, latest: int = 8, recent: int = 10) -> dict[str
 def label_marks(db_path: Path | str, run_ids: list[str]) -> list[str]:
     """Per run, "contradicted" where its machine contradicts its instance label (Compare, predict and
     recommend set it aside until confirmed; its own page says why), else ""."""
-    from stash_core.catalog import list_instances
     from stash_core.catalog.labels import stored_label_checks
 
-    catalog = {row["name"]: row for row in list_instances(db_path).to_dict(orient="records")}
-    checks = stored_label_checks(db_path, run_ids, catalog)
+    checks = stored_label_checks(db_path, run_ids)
     contradicted = {run for run, check in checks.items() if check.status == "contradicted"}
     return ["contradicted" if run in contradicted else "" for run in run_ids]
 

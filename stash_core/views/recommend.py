@@ -16,6 +16,7 @@ from stash_core.catalog import COLUMNS, apply_catalog_edits, list_instances
 from stash_core.cells import is_missing
 from stash_core.decide.predict.configuration import DOES_NOT_FIT
 from stash_core.decide.predict.cpu_rows import CPU_MEASURED, NOT_PROFILED_COUNTS
+from stash_core.decide.predict.instances import gpus_used_cell
 from stash_core.decide.recommend import DEFAULT_MAX_INSTANCES, Recommendation
 from stash_core.decide.recommend.answer import UNPRICED
 from stash_core.decide.recommend.costs import step_error
@@ -284,10 +285,7 @@ def marked_source(frame: pd.DataFrame) -> pd.Series:
 def gpus_used(frame: pd.DataFrame) -> pd.Series:
     """GPUs used of each instance's, times the instances, as predict's table writes them: '8/8', '2x8/8'."""
     columns = ("instance_count", "workers_per_instance", "gpus_per_instance")
-    cells = []
-    for count, workers, gpus in zip(*(frame[column] for column in columns), strict=True):
-        used = f"{workers}/{gpus}" if gpus else f"{workers} CPU"
-        cells.append(used if count == 1 else f"{count}x{used}")
+    cells = [gpus_used_cell(*values) for values in zip(*(frame[column] for column in columns), strict=True)]
     return pd.Series(cells, index=frame.index, dtype=object)
 
 

@@ -67,14 +67,10 @@ def fit_stall_models(
 def _label_warnings(db_path: Path | str, observations: pd.DataFrame) -> list[str]:
     """The label warning of each fitted run whose machine contradicts its instance label (predict and
     recommend set such a run aside; here its stalls are its machine's, grouped under the label it gave)."""
-    from stash_core.catalog import list_instances
     from stash_core.catalog.labels import stored_label_checks
 
     run_ids = sorted(set(observations["run_id"])) if len(observations) else []
-    if not run_ids:
-        return []
-    catalog = {row["name"]: row for row in list_instances(db_path).to_dict(orient="records")}
-    checks = stored_label_checks(db_path, run_ids, catalog)
+    checks = stored_label_checks(db_path, run_ids)
     return [
         f"instance label {check.instance} of run {check.run_id} does not fit the machine "
         f"({'; '.join(check.problems)}): its stalls are its machine's, fitted in the group named "

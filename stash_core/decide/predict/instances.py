@@ -119,6 +119,14 @@ def meaning_notes(joined: str | None) -> list[str]:
     return [words for start, words in MEANING_NOTES.items() if any(note.startswith(start) for note in notes)]
 
 
+def gpus_used_cell(instance_count: int, workers_per_instance: int, gpus_per_instance: int) -> str:
+    """GPUs used of each instance's, times the instances: '8/8', '1/8', '2x8/8'; a CPU machine's worker
+    processes: '2 CPU' (the tables of predict and the Recommend page)."""
+    workers, gpus = workers_per_instance, gpus_per_instance
+    used = f"{workers}/{gpus}" if gpus else f"{workers} CPU"
+    return used if instance_count == 1 else f"{instance_count}x{used}"
+
+
 def refusal_json(line: str) -> dict[str, str]:
     """A line of not_predictable as JSON: 'NAME: reason' (or '2 x NAME: reason') ->
     {"instance": "NAME", "configuration": "2 x NAME", "reason": "reason"}."""
