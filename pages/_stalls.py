@@ -129,6 +129,16 @@ def epoch_text(row: dict, iterations_per_epoch) -> str:
     return seconds_text(row.get("epoch_s"), ci_s)
 
 
+def epoch_cell(row: dict, iterations_per_epoch) -> str:
+    """The Per epoch cell: as the Per iteration one says it where nothing is left over ("0 s", not
+    "0 µs ± 0 µs"); a stall at 0 is 0 an epoch too, as its share."""
+    if row.get("seconds") is None or _fault(row):
+        return "–"
+    if row.get("stall") == REMAINDER and row.get("status") == "none":
+        return stall_figure(row)
+    return epoch_text(row, iterations_per_epoch)
+
+
 def stall_table(run: dict) -> None:
     """One run's stalls and remainder: figure with interval (or "not resolved"), share, per epoch, notes."""
     details = stall_detail_rows(run)
@@ -137,9 +147,7 @@ def stall_table(run: dict) -> None:
             "Stall": row["label"],
             "Per iteration": stall_figure(row),
             "Share": "–" if _fault(row) else share_text(row.get("share")),
-            "Per epoch": epoch_text(row, run.get("iterations_per_epoch"))
-            if row.get("seconds") is not None and not _fault(row)  # at 0, 0 an epoch too, as its share
-            else "–",
+            "Per epoch": epoch_cell(row, run.get("iterations_per_epoch")),
             "Status": status_text(row),
             "Note": stall_note(row),
         }
@@ -202,6 +210,11 @@ def _fault(row: dict) -> str | None:
     return None if row.get("stall") == REMAINDER else stall_fault(row)
 
 
+FIGURES_HELP = (
+    "impossible: the breakdown cannot be (a stall beyond the whole iteration, more workers faster than "
+    "fewer); not comparable: the runs did different work per process. The run's page says why."
+)
+
 # Headings of the table of runs, short enough for every part to fit beside the run.
 SHORT_LABELS = {"cpu": "CPU", "disk": "Disk", "unattributed": "Not separated"}
 
@@ -225,6 +238,9 @@ def runs_table(table: pd.DataFrame, measure: str) -> tuple[pd.DataFrame, dict]:
         label = f"{SHORT_LABELS.get(part, PART_LABELS.get(part, part))} ({unit})"
         shown[column] = table[column]
         config[column] = number(label, format="percent" if unit == "%" else "%.4f")
+    if "figures" in table.columns and table["figures"].astype(bool).any():
+        shown["figures"] = table["figures"]
+        config["figures"] = st.column_config.TextColumn("Figures", help=FIGURES_HELP)
     if table["not_resolved"].astype(bool).any():  # a figure of 0.0000 may be a stall within the noise
         shown["not_resolved"] = table["not_resolved"]
         config["not_resolved"] = st.column_config.TextColumn("Not resolved (may be 0)")

@@ -14,7 +14,7 @@ from pages._shared import (
     seconds_text,
     show_table,
 )
-from pages._stalls import CAPTION, breakdown_chart
+from pages._stalls import CAPTION, FIGURES_HELP, breakdown_chart
 from stash_core import views
 from stash_core.engine import jobs
 from stash_core.engine.job_state import measuring_processes
@@ -144,7 +144,8 @@ def main() -> None:
     # Workers and machines in one column, and no Error column while no run failed: the table fits the page.
     scale = [f"{w} × {n}" for w, n in zip(recent["workers_per_node"], recent["nodes"], strict=True)]
     recent = recent.assign(workers_per_node=scale)
-    hidden = ["nodes"] + [column for column in ("error", "time_of", "label") if not recent[column].any()]
+    marks = ("error", "time_of", "label", "figures")
+    hidden = ["nodes"] + [column for column in marks if not recent[column].any()]
     show_table(
         recent.drop(columns=hidden),
         column_config={
@@ -157,6 +158,7 @@ def main() -> None:
             "instance": "Instance",
             "label": st.column_config.TextColumn("Label", help="contradicted: the machine does not fit the "
                                                  "instance label; the run's page says why"),
+            "figures": st.column_config.TextColumn("Figures", help=FIGURES_HELP),
             "device": "Device",
             "iteration_s": st.column_config.NumberColumn("Iteration (s)", format="%.4f"),
             "epoch_s": st.column_config.NumberColumn("Epoch (s)", format="%.3f"),

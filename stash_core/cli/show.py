@@ -15,6 +15,7 @@ from stash_core.cli.probe_text import format_communication, format_probe, probe_
 from stash_core.cli.report import format_breakdown
 from stash_core.errors import UsageError, no_run_error
 from stash_core.store.catalog_seed import BUILTIN_CATALOG_CSV, builtin_catalog_rows
+from stash_core.store.impossible_runs import breakdown_marks
 from stash_core.store.partial_time import partial_note, partial_notes
 from stash_core.store.runs import other_probe_sets, probe_set_record, run_record, run_rows
 from stash_core.store.stored_breakdown import breakdown_from_stored
@@ -73,8 +74,11 @@ def _stored(db_path: Path | str, given_id: str) -> tuple[dict | None, dict | Non
 
 def runs_json(db_path: Path | str, limit: int | None = None) -> str:
     """What `stash runs --format json` prints: {"runs": one object per run, newest first, the stall_breakdown
-    view's columns (docs/schema.md), "stored": how many runs the database holds}."""
+    view's columns (docs/schema.md) and "figures" ("impossible", "not comparable" or null: see runs_table),
+    "stored": how many runs the database holds}."""
     rows = run_rows(db_path, limit)
+    marks = breakdown_marks(db_path, [row["run_id"] for row in rows])
+    rows = [{**row, "figures": marks.get(row["run_id"])} for row in rows]
     total = _run_count(db_path) if limit is not None and len(rows) >= limit else len(rows)
     return _json_text({"runs": rows, "stored": total})
 
@@ -103,10 +107,19 @@ def runs_table(db_path: Path | str, limit: int | None = None) -> str | None:
         text += f"\n{PARTIAL_MARK} not the time of the job profiled: one phase's, of a run that did not"
         text += " complete (`stash show RUN_ID` lists its phases)"
         text += "".join(f"\n  {one_line(run_id)}  {one_line(note)}" for run_id, note in partial.items())
+    if marks := breakdown_marks(db_path, [row["run_id"] for row in rows]):  # as the dashboard marks them
+        text += f"\n{FIGURES_NOTE}"
+        text += "".join(f"\n  {one_line(run_id)}  {mark}" for run_id, mark in marks.items())
     total = _run_count(db_path) if limit is not None and len(rows) >= limit else len(rows)  # cut, maybe
     if total > len(rows):
         text += f"\n... {total - len(rows)} more run(s) not shown (--limit {total} lists all {total})"
     return text
+
+
+FIGURES_NOTE = (
+    "breakdowns not to be read as stalls (impossible: a stall beyond the whole iteration or the like; not "
+    "comparable: the runs did different work per process; `stash show RUN_ID` says why):"
+)
 
 
 def _run_count(db_path: Path | str) -> int:

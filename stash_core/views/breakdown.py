@@ -19,6 +19,7 @@ from stash_core.cells import is_missing, plain_records
 from stash_core.decide.whatif import whatif as answer
 from stash_core.results.file import STALL_NAMES
 from stash_core.store import queries_breakdown
+from stash_core.store.impossible_runs import breakdown_marks_of
 from stash_core.units import finite_float
 from stash_core.views.common import (
     MAX_ITERATION_POINTS,
@@ -137,7 +138,8 @@ def breakdown_page(
 
 
 def add_run_labels(frame: pd.DataFrame) -> pd.DataFrame:
-    """Add `run_label`: model, batch, workers x nodes, instance and the run id's tail - unique per run."""
+    """Add `run_label`: model, batch, workers x nodes, instance and the run id's tail - unique per run - and
+    the `figures` mark where a row has one (an impossible breakdown is not drawn as if it were a run's)."""
     frame = frame.copy()
     if frame.empty:
         frame["run_label"] = pd.Series(dtype="object")
@@ -154,6 +156,8 @@ def add_run_labels(frame: pd.DataFrame) -> pd.DataFrame:
         batch = as_int(row_dict.get("batch_size")) or "?"
         parts = [short_model(row_dict.get("model")), f"b{batch}", scale, str(instance),
                  short_run_id(str(row_dict.get("run_id")))]  # fmt: skip
+        if isinstance(mark := row_dict.get("figures"), str) and mark:
+            parts.append(mark)
         labels.append(" · ".join(parts))
     frame["run_label"] = labels
     return frame
@@ -177,8 +181,8 @@ def breakdown_table(breakdown: pd.DataFrame) -> pd.DataFrame:
     """A readable per-run table: seconds and share of each stall next to the run's identity, and the signed
     remainder (`unattributed_*`: t2 minus the named stalls), so that each row's parts add up to t2; and
     `not_resolved`, the stalls whose figure may be zero (within the noise, or a wider interval), by name."""
-    columns = ["run_label", "run_id", "started_at", "status", "iteration_s", "iteration_ci95_s", "epoch_s",
-               "epoch_ci95_s"]  # fmt: skip
+    columns = ["run_label", "run_id", "started_at", "status", "figures", "iteration_s", "iteration_ci95_s",
+               "epoch_s", "epoch_ci95_s"]  # fmt: skip
     table = breakdown[[c for c in columns if c in breakdown.columns]].copy()
     for stall in STALL_NAMES:
         if f"{stall}_s" in breakdown.columns:
@@ -278,8 +282,11 @@ def headline_stall(run: dict[str, Any]) -> dict[str, Any] | None:
 
 def breakdown_rows(con: Any, where: str, params: list[Any], limit: int) -> pd.DataFrame:
     """stall_breakdown rows of the newest `limit` runs matching `where` (a condition on runs made by
-    store/queries_breakdown.py), labelled, newest first."""
-    return add_run_labels(queries_breakdown.newest_breakdowns(con, where, params, limit))
+    store/queries_breakdown.py), labelled, newest first; `figures` says which breakdowns cannot be
+    ("impossible") or mix other work ("not comparable"), as their own page does; the label ends with it."""
+    frame = queries_breakdown.newest_breakdowns(con, where, params, limit)
+    marks = breakdown_marks_of(con, frame["run_id"].tolist())
+    return add_run_labels(frame.assign(figures=[marks.get(run_id, "") for run_id in frame["run_id"]]))
 
 
 def whatif(db_path: Path, run_id: str) -> dict:

@@ -13,6 +13,7 @@ import pandas as pd
 from stash_core import store
 from stash_core.pathargs import DEFAULT_DB_NAME
 from stash_core.store import queries_breakdown
+from stash_core.store.impossible_runs import breakdown_marks_of
 from stash_core.store.partial_time import partial_notes_of
 from stash_core.terminal import shell_word
 from stash_core.views.breakdown import breakdown_rows
@@ -56,10 +57,12 @@ def overview(db_path: Path | str, latest: int = 8, recent: int = 10) -> dict[str
         newest = breakdown_rows(con, *queries_breakdown.COMPLETED_RUNS, latest)
         recent_frame = queries_breakdown.recent_runs(con, NO_INSTANCE, recent)
         partial = partial_notes_of(con, recent_frame["run_id"].tolist())
+        marks = breakdown_marks_of(con, recent_frame["run_id"].tolist())
     # a run that did not complete: its times are one phase's (R0: one worker), as `stash runs` marks them
     notes = [partial.get(run_id, "") for run_id in recent_frame["run_id"]]
     recent_frame.insert(recent_frame.columns.get_loc("epoch_s") + 1, "time_of", notes)
     recent_frame["label"] = label_marks(db_path, recent_frame["run_id"].tolist())
+    recent_frame["figures"] = [marks.get(run_id, "") for run_id in recent_frame["run_id"]]
     runs, completed, models, instances, last_run, iterations = row
     return {
         "db_path": str(db_path),

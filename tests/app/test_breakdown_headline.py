@@ -80,7 +80,10 @@ def test_epoch_figures_carry_their_interval(empty_db: Path) -> None:
     [epoch] = [metric for metric in app.metric if metric.label == "Epoch"]
     assert epoch.value != "–" and str(epoch.proto.delta).startswith("± ") and "(95%)" in epoch.proto.delta
     tables = [frame.value for frame in app.dataframe if "Per epoch" in frame.value.columns]
-    assert tables and all(" ± " in text for text in tables[0]["Per epoch"] if text != "–")
+    rows = tables[0] if tables else None
+    assert rows is not None and not rows.empty
+    left_over = rows["Status"] != "nothing left over"  # "0 s" as its Per iteration cell
+    assert all(" ± " in text for text in rows["Per epoch"][left_over] if text != "–")
 
 
 def test_a_scripts_unknown_batch_is_said_in_words_not_as_none(empty_db: Path) -> None:
@@ -143,3 +146,21 @@ def test_a_stall_at_zero_is_zero_an_epoch_as_its_share_is(empty_db: Path) -> Non
     disk = table.loc["Disk fetch"]
     assert disk["Share"] == "0%" and disk["Per epoch"].startswith("0 ")
     assert table.loc["Network", "Per epoch"] == "–"  # not measured
+
+
+def test_an_impossible_run_is_marked_in_the_lists_of_runs_not_only_on_its_own_page(empty_db: Path) -> None:
+    impossible = result_doc(stalls={"compute": 0.92, "interconnect": -0.70}, warnings=[WARNING])
+    possible = result_doc(stalls={"compute": 0.30, "interconnect": 0.08})
+    for doc in (impossible, possible):
+        store.ingest_result(empty_db, doc)
+    app = AppTest.from_file(str(REPO / "app.py"), default_timeout=90).run()
+    recent = next(frame.value for frame in app.dataframe if "run_id" in frame.value.columns)
+    figures = dict(zip(recent["run_id"], recent["figures"], strict=True))
+    assert figures == {impossible["run_id"]: "impossible", possible["run_id"]: ""}
+    app.switch_page("pages/breakdown.py").run()
+    assert not app.exception, [e.value for e in app.exception]
+    picker = app.selectbox(key="bd-run")
+    shown = {run_id: [o for o in picker.options if run_id.rsplit("-", 1)[-1] in o] for run_id in
+             (impossible["run_id"], possible["run_id"])}  # fmt: skip
+    assert [label.endswith(" · impossible") for label in shown[impossible["run_id"]]] == [True], shown
+    assert [label.endswith("impossible") for label in shown[possible["run_id"]]] == [False], shown

@@ -41,6 +41,7 @@ def test_the_stalls_table_shows_not_separated_when_the_stalls_add_up(empty_db: P
     row = table[table["Stall"] == "Not separated"]
     assert len(row) == 1, list(table["Stall"])
     assert row["Per iteration"].iloc[0] == "0 s" and row["Status"].iloc[0] == "nothing left over"
+    assert row["Per epoch"].iloc[0] == "0 s"  # not "0 µs ± 0 µs"
 
 
 def test_every_table_on_the_breakdown_page_has_headings_in_words(empty_db: Path) -> None:

@@ -93,3 +93,16 @@ def test_a_run_whose_time_is_r2_s_is_not_said_to_be_another_jobs_time(db, capsys
     assert "*" not in out and "not the time of the job profiled" not in out
     assert main(["show", "0000fa11", "--db", str(db)]) == 0
     assert "partial:" not in capsys.readouterr().out
+
+
+def test_runs_names_the_runs_whose_breakdown_cannot_be_read_as_stalls(db, capsys) -> None:
+    store.ingest_result(db, result_doc(run_id="20261122T140000Z-00000bad", stalls={"compute": 0.92,
+                                                                                 "interconnect": -0.70}))
+    assert main(["runs", "--db", str(db)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    said = next(i for i, line in enumerate(lines) if line.startswith("breakdowns not to be read as stalls"))
+    assert lines[said + 1 :] == ["  20261122T140000Z-00000bad  impossible"]
+    assert main(["runs", "--db", str(db), "--format", "json"]) == 0
+    figures = {run["run_id"]: run["figures"] for run in json.loads(capsys.readouterr().out)["runs"]}
+    assert figures["20261122T140000Z-00000bad"] == "impossible"
+    assert figures["20261122T110000Z-0000c0de"] is None
