@@ -247,7 +247,8 @@ def main() -> None:
         st.caption("Per-GPU figures need GPU runs or a GPU count in the instance catalog.")
 
     st.subheader("Where the time goes")
-    shares = views.compare.compare_stall_frame(measured)
+    drawn = views.compare.stall_rows(frame)
+    shares = views.compare.compare_stall_frame(drawn)
     if shares.empty:
         st.info("No stall shares for these runs.", icon=":material/info:")
     else:
@@ -264,8 +265,25 @@ def main() -> None:
             "Mean shares over each configuration's runs; each bar closes at 100% with **Not separated** "
             "(grey, dashed outline), the signed remainder of the iteration time that no named stall holds. "
             "Faded stalls were not resolved (their mean 95% interval is wider than their mean value)."
+            + predicted_bars_caption(drawn, frame)
         )
         chart_with_download(chart, shares, "stall_shares", "cmp-shares")
+
+
+def predicted_bars_caption(drawn: pd.DataFrame, shown: pd.DataFrame) -> str:
+    """What the predicted bars are: their stalls predicted, not measured, and which of them are drawn."""
+    drawn_count = int((drawn["source"] == "predicted").sum())
+    if not drawn_count:
+        return ""
+    shown_count = int((shown["source"] == "predicted").sum())
+    priced = drawn.loc[drawn["source"] == "predicted", "usd_per_million_samples"].notna().any()
+    which = "the predicted ones"
+    if shown_count > drawn_count:
+        which = f"the {drawn_count} {'cheapest' if priced else 'fastest'} of the {shown_count} predicted"
+    return (
+        f" Bars marked *predicted* ({which}) hold the predicted compute, interconnect and network of the "
+        "step, each share as uncertain as the row's ± in the table; CPU and disk stalls are not predicted."
+    )
 
 
 def predictions(everything: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFrame:

@@ -50,6 +50,9 @@ NOT_IMPORTED = ("{model} is no zoo model, and a page runs no code a stored run n
 # Compare instances
 
 
+PREDICTED_STALLS = ("compute", "interconnect", "network")  # what a predicted row's step is made of
+PREDICTED_BARS = 12  # predicted configurations drawn in "where the time goes": the cheapest
+
 def compare_choices(db_path: Path | str) -> pd.DataFrame:
     """One row per job of the completed runs (JOB_COLUMNS, runs, configurations = instances, job_label), the
     most-compared first."""
@@ -194,6 +197,10 @@ def _predicted_rows(predicted: pd.DataFrame, measured: pd.DataFrame, db_path: Pa
             "meaning": "; ".join(meaning_notes(row.get("note"))),  # overhead-bound, as predict's table says
         }  # fmt: skip
         record.update({column: catalog.get(row["instance"], {}).get(column) for column in _PRICE_COLUMNS})
+        for stall in PREDICTED_STALLS:  # their shares, drawn beside the measured ones' (no CPU or disk stall)
+            step_s = row["iteration_s"]
+            record[f"{stall}_share"] = row[f"{stall}_s"] / step_s if step_s else np.nan
+            record[f"{stall}_status"] = "predicted"
         rows.append(record)
     frame = add_costs(pd.DataFrame(rows), int(measured.attrs["job"]["batch_size"]))
     frame["configuration"] = [f"{name} · predicted" for name in frame["configuration"]]
@@ -327,8 +334,18 @@ def compare_verdict(frame: pd.DataFrame) -> dict[str, Any]:
     return verdict
 
 
+def stall_rows(frame: pd.DataFrame, predicted_limit: int = PREDICTED_BARS) -> pd.DataFrame:
+    """The configurations whose stalls are drawn: every measured one, then at most `predicted_limit`
+    predicted ones, the cheapest per million samples first (the fastest where none is priced)."""
+    measured = frame[frame["source"] != "predicted"]
+    predicted = frame[frame["source"] == "predicted"]
+    order = "usd_per_million_samples" if predicted["usd_per_million_samples"].notna().any() else "iteration_s"
+    return pd.concat([measured, predicted.sort_values(order, na_position="last").head(predicted_limit)])
+
+
 def compare_stall_frame(frame: pd.DataFrame) -> pd.DataFrame:
-    """Stall shares per configuration, long format, for a stacked bar that ends at 100%.
+    """Stall shares per configuration, long format, for a stacked bar that ends at 100%; a predicted
+    configuration's are its predicted compute, interconnect and network (status "predicted").
 
     The parts are the named stalls and the signed remainder ("Not separated", stall "unattributed": what the
     mean stalls leave of the mean iteration time), laid end to end (`bar_start`, `bar_end`, in shares);

@@ -126,3 +126,31 @@ def test_a_log_axis_starts_above_zero_so_a_zero_leaves_the_other_bars_drawn() ->
     assert 0 < scale["scale"]["domain"][0] < 0.01 and scale["scale"]["domain"][1] > 5.0
     linear = bar(frame.assign(usd=[1.0, 2.0, 3.0]), "usd", "Cost", ",.3r", True).to_dict(validate=False)
     assert "scale" not in linear["encoding"]["x"]
+
+
+def _shares_rows(app: AppTest) -> list[dict]:
+    """The rows of the "where the time goes" chart (its data set, as drawn)."""
+    import pyarrow as pa
+
+    [chart] = [chart for chart in app.get("vega_lite_chart") if "Share of the iteration" in chart.proto.spec]
+    tables = [pa.ipc.open_stream(data.data.data).read_all() for data in chart.proto.datasets]
+    return [row for table in tables for row in table.to_pylist()]
+
+
+def test_predicted_configurations_show_where_their_time_goes_beside_the_measured_ones(
+    populated_db: Path,
+) -> None:
+    """Compare drew no stall bars for its predicted rows: the cheapest are drawn, their stalls predicted."""
+    app = _shown_page()
+    rows = _shares_rows(app)
+    predicted = {row["configuration"] for row in rows if row["configuration"].endswith("· predicted")}
+    assert 1 <= len(predicted) <= 12, predicted
+    for name in predicted:
+        own = [row for row in rows if row["configuration"] == name]
+        assert {row["stall"] for row in own} <= {"compute", "interconnect", "network", "unattributed"}
+        assert all(row["status"] == "predicted" for row in own if row["stall"] != "unattributed")
+        assert abs(max(row["bar_end"] for row in own) - 1.0) < 1e-9  # closes at 100%
+    assert any(not row["configuration"].endswith("· predicted") for row in rows)  # the measured stay
+    assert "are not predicted" in _captions(app)
+    app.toggle(key="cmp-predicted").set_value(False).run()
+    assert not any(row["configuration"].endswith("· predicted") for row in _shares_rows(app))
