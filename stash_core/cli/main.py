@@ -274,10 +274,11 @@ def cmd_profile(args) -> int:
 
 def cmd_ingest(args) -> int:
     from stash_core import store
+    from stash_core.store.ingest import COMPLETED
 
-    outcomes = store.ingest_files(db_path(args), args.files)
-    for path, run_id, inserted in outcomes:
-        print(printable(f"{'stored ' if inserted else 'already stored '} {run_id}  ({path})"))
+    for path, run_id, said in store.ingest_files(db_path(args), args.files, words=True):
+        what = "completed (what it lacked added)" if said == COMPLETED else said
+        print(printable(f"{what}  {run_id}  ({path})"))
     return 0
 
 

@@ -55,6 +55,10 @@ from stash_core.userfiles import read_user_json
 # A batch of files holds the database for at most this long before readers get a turn.
 READER_TURN_S = 0.5
 _TIME_COLUMNS = ("started_at", "finished_at", "ingested_at")
+# What storing one file did (ingest_files with words=True): the CLI says it per file.
+STORED = "stored"  # a run, probe set or simulation new to the database
+COMPLETED = "completed"  # a stored run given what an older layout or an export left out (samples, columns)
+ALREADY_STORED = "already stored"  # the same, stored already: nothing written
 _JSON_COLUMNS = ("spec", "fingerprint", "warnings", "communication")
 _MODEL_COLUMNS = ("name", "kind", "param_count", "grad_tensor_count", "layer_count", "grad_bytes")
 
@@ -68,12 +72,15 @@ def ingest_result(db_path: Path | str, doc: ResultDocument, source_file: str | N
     """
     prepared = prepare_run(upgrade_result(doc), source_file)
     with connect(db_path) as con:
-        return _insert(con, prepared)
+        return _insert(con, prepared) != ALREADY_STORED
 
 
-def ingest_files(db_path: Path | str, paths: list[Path] | list[str]) -> list[tuple[Path, str, bool]]:
+def ingest_files(
+    db_path: Path | str, paths: list[Path] | list[str], words: bool = False
+) -> list[tuple[Path, str, Any]]:
     """Ingest result files, `stash probe` files and `stash schedule` simulation files; returns (path, run_id,
-    probe_id or simulation_id, inserted) per file.
+    probe_id or simulation_id, inserted) per file: whether anything was written, or with `words` what
+    (STORED, COMPLETED or ALREADY_STORED).
 
     Every file is loaded and validated, and checked against the runs already stored, before anything is
     written, so one bad file (named in the UsageError) leaves the database's runs unchanged (its schema may
@@ -119,27 +126,43 @@ def ingest_files(db_path: Path | str, paths: list[Path] | list[str]) -> list[tup
                     if isinstance(item, PreparedRun):
                         outcomes.append((path, item.run_id, _insert(con, item)))
                     elif isinstance(item, PreparedSimulation):
-                        outcomes.append((path, item.simulation_id, insert_simulation(con, item)))
+                        outcomes.append((path, item.simulation_id, _said(insert_simulation(con, item))))
                     else:
                         probe_id, frame = item
-                        outcomes.append((path, probe_id, _insert_probe(con, probe_id, frame)))
+                        outcomes.append((path, probe_id, _said(_insert_probe(con, probe_id, frame))))
                     if time.monotonic() >= turn_ends:
                         break  # readers' turn
             if waiting:
                 give_way(Path(db_path))  # the connection is closed: those waiting get in before the next
     except KeyboardInterrupt as interrupt:  # Ctrl-C part of the way: what is stored stays, and is said
-        if stored := sum(inserted for _, _, inserted in outcomes):
-            interrupt.add_note(f"{stored} of the {len(prepared)} files were stored before it (the same "
-                               "command again stores the rest, none twice)")  # fmt: skip
+        if stored := stored_before(outcomes, len(prepared)):
+            interrupt.add_note(stored)
         raise
     except StashError as error:
-        stored = sum(inserted for _, _, inserted in outcomes)
-        if not stored:
+        if not (stored := stored_before(outcomes, len(prepared))):
             raise
         # the database changed before the failure: not "nothing written" (exit 2), and it says what it holds
-        raise StashError(f"{first_line(error)}; {stored} of the {len(prepared)} files were stored before it "
-                         "(the same command again stores the rest, none twice)") from None  # fmt: skip
-    return outcomes
+        raise StashError(f"{first_line(error)}; {stored}") from None
+    return outcomes if words else [(path, key, said != ALREADY_STORED) for path, key, said in outcomes]
+
+
+NAMED_FILES = 5  # files named in a failure's note; the others are counted
+
+
+def stored_before(outcomes: list[tuple[Path, str, str]], given: int) -> str:
+    """What a failure part of the way leaves stored, naming the files ("" for none): the same command again
+    stores the rest, and the user knows which went in."""
+    written = [str(path) for path, _, said in outcomes if said != ALREADY_STORED]
+    if not written:
+        return ""
+    named = ", ".join(written[:NAMED_FILES])
+    more = f" and {len(written) - NAMED_FILES} more" if len(written) > NAMED_FILES else ""
+    return (f"{len(written)} of the {given} files were stored before it ({named}{more}; the same command "
+            "again stores the rest, none twice)")  # fmt: skip
+
+
+def _said(inserted: bool) -> str:
+    return STORED if inserted else ALREADY_STORED
 
 
 def ingest_probe(db_path: Path | str, doc: ResultDocument) -> bool:
@@ -149,7 +172,9 @@ def ingest_probe(db_path: Path | str, doc: ResultDocument) -> bool:
         return _insert_probe(con, probe_id, frame)
 
 
-def _insert(con: duckdb.DuckDBPyConnection, run: PreparedRun) -> bool:
+def _insert(con: duckdb.DuckDBPyConnection, run: PreparedRun) -> str:
+    """Store one prepared run: STORED, COMPLETED (a stored run given what it lacked) or ALREADY_STORED."""
+
     def write() -> None:
         if owned := probes_of_another_run(con, run):  # in the transaction: nothing of the run stays
             raise UsageError(owned)
@@ -168,9 +193,9 @@ def _insert(con: duckdb.DuckDBPyConnection, run: PreparedRun) -> bool:
     with STORING:  # what is stored already is read and added to by one thread of this process at a time
         inserted = _insert_once(con, "runs", "run_id", run.run_id, write, lambda: _refuse_stored(con, run))
         if inserted:
-            return True
+            return STORED
         samples_added = _add_missing_samples(con, run)
-        return fill_migrated_gaps(con, run) or samples_added
+        return COMPLETED if fill_migrated_gaps(con, run) or samples_added else ALREADY_STORED
 
 
 def _add_missing_samples(con: duckdb.DuckDBPyConnection, run: PreparedRun) -> bool:

@@ -500,7 +500,7 @@ def _three_result_files(tmp_path, result_doc) -> list[Path]:
     return paths
 
 
-def test_an_ingest_that_fails_part_way_says_how_many_it_stored(db_path, result_doc, monkeypatch, tmp_path):
+def test_an_ingest_that_fails_part_way_says_which_files_it_stored(db_path, result_doc, monkeypatch, tmp_path):
     """A full disk after some runs of a folder were stored exited with 'nothing written' words and listed
     nothing: the runs stored before the failure were not said."""
     paths = _three_result_files(tmp_path, result_doc)
@@ -517,8 +517,9 @@ def test_an_ingest_that_fails_part_way_says_how_many_it_stored(db_path, result_d
     with pytest.raises(StashError) as failed:
         store.ingest_files(db_path, paths)
     assert not isinstance(failed.value, UsageError)  # the database changed: not "nothing written"
-    assert str(failed.value).endswith("; 2 of the 3 files were stored before it (the same command again "
-                                      "stores the rest, none twice)")  # fmt: skip
+    named = ", ".join(str(path) for path in paths[:2])  # which went in, not only how many
+    assert str(failed.value).endswith(f"; 2 of the 3 files were stored before it ({named}; the same command "
+                                      "again stores the rest, none twice)")  # fmt: skip
 
 
 def test_a_result_file_with_other_samples_is_refused_not_called_already_stored(tmp_path, db_path, result_doc):
@@ -645,9 +646,10 @@ def test_an_ingest_interrupted_part_way_says_how_many_it_stored(
 
     monkeypatch.setattr(ingest_module, "_insert", third_is_interrupted)
     assert run_command(lambda: store.ingest_files(db_path, paths)) == 130
+    named = ", ".join(str(path) for path in paths[:2])
     assert capsys.readouterr().err == (
-        "stash: 2 of the 3 files were stored before it (the same command again stores the rest, none twice)\n"
-        "stash: interrupted\n"
+        f"stash: 2 of the 3 files were stored before it ({named}; the same command again stores the rest, "
+        "none twice)\nstash: interrupted\n"
     )
     assert len(store.list_runs(db_path)) == 2
 
@@ -703,3 +705,24 @@ def test_a_stored_run_whose_probe_sets_a_copy_holds_too_is_read_again_as_stored(
     write_result_atomic(new, _with_probes(result_doc(run_id="20261122T080000Z-aaaa0047", seed=5)))
     outcomes = store.ingest_files(db_path, [again, new])
     assert [inserted for _, _, inserted in outcomes] == [False, True]
+
+
+def test_ingest_says_a_stored_run_given_what_it_lacked_was_completed_not_stored(
+    tmp_path, db_path, result_doc, capsys
+) -> None:
+    """A run stored without its samples (an export's, a layout before 6) given its file again said "stored",
+    as a new run is: it is "completed", and the same file a third time "already stored"."""
+    import duckdb
+
+    from stash_core.cli.main import main
+
+    doc = result_doc(run_id="20261122T080000Z-aaaa0041")
+    path = tmp_path / "run.json"
+    path.write_text(json.dumps(doc))
+    assert main(["ingest", str(path), "--db", str(db_path)]) == 0
+    with duckdb.connect(str(db_path)) as con:
+        con.execute("DELETE FROM iterations WHERE run_id = ?", [doc["run_id"]])
+    assert main(["ingest", str(path), "--db", str(db_path)]) == 0
+    assert main(["ingest", str(path), "--db", str(db_path)]) == 0
+    said = [line.split("  ")[0] for line in capsys.readouterr().out.splitlines()]
+    assert said == ["stored", "completed (what it lacked added)", "already stored"]
