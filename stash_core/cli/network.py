@@ -162,11 +162,10 @@ def cmd_remote(args) -> int:
     python = validate_python(args.python or "python3")
     workdir = validate_workdir(args.workdir) if args.workdir else None
     info = remote_check(target, python=python, workdir=workdir)
-    if args.json:
-        print(json.dumps(info, indent=2, sort_keys=True))
-        return 0
-    print(format_remote_info(str(target), info))
-    return 0 if info.get("stash_version") == __version__ and info.get("torch_version") else 1
+    # exit 1 where the host cannot run this Stash's profiles, in JSON as in words: a script reads the status
+    ready = info.get("stash_version") == __version__ and bool(info.get("torch_version"))
+    print(json.dumps(info, indent=2, sort_keys=True) if args.json else format_remote_info(str(target), info))
+    return 0 if ready else 1
 
 
 # ---------------------------------------------------------------- cluster
