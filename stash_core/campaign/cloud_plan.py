@@ -36,12 +36,12 @@ from stash_core.campaign.plan import (
     profile_spec,
     split_done,
 )
+from stash_core.campaign.shapes import shape_for
 from stash_core.catalog import get_instance
 from stash_core.catalog.prices import hourly_price
 from stash_core.catalog.unknown_names import not_in_catalog_text
 from stash_core.engine.plan import launches_of, plan_phases
 from stash_core.errors import UsageError
-from stash_core.spec_parse import parse_input_shape
 from stash_core.store.catalog_seed import source_region
 from stash_core.units import finite_float
 
@@ -344,10 +344,9 @@ def predict_steps(settings: CampaignSettings) -> Predict:
     model or instance it cannot predict has none, with the reason as a note."""
     from stash_core.decide.predict import predict_instances
 
-    shape = tuple(parse_input_shape(settings.input_shape)) if settings.input_shape else None
-
     def predict(model: str, batch_size: int, workers: int, names: list[str]):
         try:
+            shape = shape_for(model, settings.input_shape)
             # the profiles run PyTorch's defaults (TF32 convolutions on GPUs with it): predicted so
             answer = predict_instances(settings.db_path, model_ref(model), batch_size, instances=names,
                                        workers_per_instance=workers, input_shape=shape,

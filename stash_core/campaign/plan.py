@@ -25,9 +25,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stash_core.campaign.shapes import shape_for
 from stash_core.errors import UsageError
 from stash_core.spec import ProfileSpec, script_model_name, script_sha256
-from stash_core.spec_parse import one_per_rate, parse_input_shape, parse_iterations, parse_stalls
+from stash_core.spec_parse import one_per_rate, parse_iterations, parse_stalls
 from stash_core.zoo_names import (
     SCRIPT_PREFIX,
     ZOO_NAMES,
@@ -85,7 +86,7 @@ class CampaignSettings:
     db_path: Path
     stalls: list[str] | None = None  # None: compute,interconnect (+ network on several nodes)
     iterations: str = "auto"
-    input_shape: str | None = None
+    input_shape: str | None = None  # "3,64,64", or an image shape and a sequence length: campaign/shapes.py
     num_classes: int | None = None
     device: str | None = None
     results_dir: Path | None = None
@@ -247,8 +248,7 @@ def covers(measured: dict[str, Any], item: CampaignItem, settings: CampaignSetti
         return False
     # A stored run of the model's own shape or classes holds null: it measured the defaults, which the
     # campaign may name (--num-classes 1000 of an ImageNet model).
-    if settings.input_shape:
-        asked = tuple(parse_input_shape(settings.input_shape))
+    if asked := shape_for(item.model, settings.input_shape):
         shape = measured["input_shape"] or _model_defaults(item.model)[0]
         if shape != asked:
             return False
@@ -337,7 +337,7 @@ def profile_spec(item: CampaignItem, settings: CampaignSettings) -> ProfileSpec:
         stalls=parse_stalls(",".join(names)),
         iterations=parse_iterations(str(settings.iterations)),
         instance=item.instance,
-        input_shape=parse_input_shape(settings.input_shape) if settings.input_shape else None,
+        input_shape=list(shape) if (shape := shape_for(item.model, settings.input_shape)) else None,
         num_classes=settings.num_classes or None,
         device=settings.device or "auto",
         cluster="emulated" if item.bandwidth else None,

@@ -103,8 +103,9 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
                        ("--target-ci", "target_relative_ci")):  # fmt: skip
         camp.add_argument(flag, dest=attr, type=option_rule(attr), default=None,
                           help=f"each profile's {flag} (default: stash profile's)")  # fmt: skip
-    camp.add_argument("--input-shape", type=_checked(parse_input_shape), default=None,
-                      help="one sample, e.g. 3,64,64 (default: each model's own)")  # fmt: skip
+    camp.add_argument("--input-shape", type=_checked(parse_input_shape), default=None, action="append",
+                      help="one sample, e.g. 3,64,64; given twice, one C,H,W and one sequence length, each "
+                      "model takes the one of its kind (default: each model's own)")  # fmt: skip
     camp.add_argument("--num-classes", type=count(10**7), default=None, help="(default: each model's own)")
     camp.add_argument("--device", choices=["auto", "cpu", "cuda"], default=None,
                       help="(default: auto, the GPU where there is one)")  # fmt: skip
@@ -126,6 +127,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
         plan_campaign,
         plan_script_campaign,
     )
+    from stash_core.campaign.shapes import shapes_text
 
     models = _models(args)
     check_script_options(args)
@@ -156,7 +158,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
         db_path=db_path(args),
         stalls=_split(args.stalls),
         iterations=args.iterations,
-        input_shape=args.input_shape,
+        input_shape=shapes_text(args.input_shape),
         num_classes=args.num_classes,
         device=args.device,
         results_dir=args.results_dir,

@@ -93,14 +93,13 @@ def check_models_build(models: list[str], settings: Any, cloud: bool = False) ->
     if not files:
         return
     from stash_core.campaign.cloud_plan import model_ref, workdir_models
-    from stash_core.spec_parse import parse_input_shape
+    from stash_core.campaign.shapes import shape_for
     from stash_core.zoo.build import describe_model
 
-    shape = tuple(parse_input_shape(settings.input_shape)) if settings.input_shape else None
     # with --cloud, a model file as typed (from this folder) is the checkout's file the machines get, or
     # refused as outside it
     for model in [model_ref(model) for model in workdir_models(files)] if cloud else files:
-        describe_model(model, settings.num_classes, shape)
+        describe_model(model, settings.num_classes, shape_for(model, settings.input_shape))
 
 
 def _plan(args: argparse.Namespace, models: list[str], settings: Any) -> Any:
