@@ -232,18 +232,27 @@ def is_database_io_error(error: BaseException) -> bool:
     )  # fmt: skip
 
 
+# DuckDB's words for a damaged file read after the open: a block whose checksum does not match, and a block
+# past the end of a file cut short (a copy that stopped), which is no failure to write
+_DAMAGE_WORDS = ("Corrupt database file", "Could not read enough bytes")
+
+
 def is_database_corruption(error: BaseException) -> bool:
-    """DuckDB's error for a block whose checksum does not match (damage the open did not read)."""
-    kind = type(error)
-    return kind.__module__.lstrip("_").startswith("duckdb") and "Corrupt database file" in str(error)
+    """DuckDB's error for a damaged database found by a read (damage the open did not read)."""
+    from_duckdb = type(error).__module__.lstrip("_").startswith("duckdb")
+    return from_duckdb and any(words in str(error) for words in _DAMAGE_WORDS)
+
+
+# The way back from a damaged database: the result files hold every profile whole.
+RESTORE_ADVICE = (
+    "restore it from a copy, or store the result files again into a new one (stash ingest results/*.json "
+    "--db NEW.duckdb)"
+)
 
 
 def corruption_line(error: BaseException) -> str:
     """What to do about a corrupt database (is_database_corruption), in one line."""
-    return (
-        f"the database is corrupt ({one_line(error)}): restore it from a copy, or store the result files "
-        "again into a new one (stash ingest results/*.json --db NEW.duckdb)"
-    )
+    return f"the database is corrupt ({one_line(error)}): {RESTORE_ADVICE}"
 
 
 def refuse_undecodable(argv: list[str]) -> None:

@@ -22,6 +22,7 @@ from pathlib import Path
 import duckdb
 
 from stash_core.errors import UsageError, first_line, write_failure
+from stash_core.exits import RESTORE_ADVICE
 from stash_core.store.dbfile import DUCKDB_MAGIC, check_database_file, refuse_foreign
 from stash_core.store.migrations import check_reader_can_take, ensure_schema, stored_schema_version
 from stash_core.store.open_here import (
@@ -300,7 +301,8 @@ def _open_error(path: Path, exc: duckdb.Error) -> UsageError:
         return UsageError(f"database {path} is a directory, not a DuckDB file")
     if _CORRUPT_RE.search(str(exc)):
         return UsageError(
-            f"cannot open database {path}: it is corrupt or not a DuckDB database ({first_line(exc)})"
+            f"cannot open database {path}: it is corrupt or not a DuckDB database ({first_line(exc)}); if it "
+            f"is your database, {RESTORE_ADVICE}"
         )
     return write_failure(f"cannot open database {path}: {first_line(exc)}", exc)
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import duckdb
 
 from stash_core.errors import StashError, UsageError, first_line, write_failure
-from stash_core.exits import is_database_io_error
+from stash_core.exits import corruption_line, is_database_corruption, is_database_io_error
 from stash_core.pathargs import required_path
 from stash_core.store.connection import connect, is_stand_in
 from stash_core.store.console_files import mark_owner, remove_stale_folders
@@ -147,6 +147,8 @@ def export(db_path: Path | str, fmt: str, out_dir: Path | str) -> list[Path]:
                     )
                 except duckdb.Error as exc:
                     line = f"cannot export {name}: {first_line(exc)}"
+                    if is_database_corruption(exc):  # the way back, as every other command says it
+                        line = f"cannot export {name}: {corruption_line(exc)}"
                     # a full disk or a failed write is the machine's (exit 1), a bad table the input's
                     raise (StashError if is_database_io_error(exc) else UsageError)(line) from None
                 if fmt == "json":
