@@ -113,9 +113,10 @@ def check_accelerators(row: dict[str, Any]) -> None:
     """A row that names an accelerator has at least one: with 0, predict would take it for a CPU machine."""
     accelerator = str(row.get("accelerator") or "").strip()
     named = bool(accelerator) and accelerator.lower() != "none"
-    if named and row.get("accelerator_count") == 0:
-        raise UsageError(f"instance {row.get('name')}: accelerator_count 0 beside the accelerator "
-                         f"{accelerator}: give its GPU count, or accelerator none for a CPU machine")
+    if named and not row.get("accelerator_count"):  # none given either: it was kept as a CPU machine
+        count = "no accelerator_count" if row.get("accelerator_count") is None else "accelerator_count 0"
+        raise UsageError(f"instance {row.get('name')}: {count} beside the accelerator {accelerator}: give "
+                         "its GPU count (--accelerator-count N), or accelerator none for a CPU machine")
     if not named and (row.get("accelerator_count") or 0) > 0:  # predict read "no accelerator" as a GPU name
         raise UsageError(f"instance {row.get('name')}: accelerator_count {row['accelerator_count']} and no "
                          "accelerator named: give the GPU (--accelerator NAME), or a count of 0")

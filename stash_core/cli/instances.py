@@ -202,9 +202,12 @@ def _say_accelerator(row: dict) -> None:
     name, gpu = row["name"], row["accelerator"]
     found = match_accelerator(gpu)
     if found is None:
-        known = sorted({accelerator.name for accelerator in accelerator_table().values()})
-        close = difflib.get_close_matches(str(gpu), known, n=3, cutoff=0.4)
-        hint = f" (did you mean {', '.join(close)}?)" if close else ""
+        # the names a user types are short (V100, H100): the table's full names are never close to them
+        spelled = {spelling.lower(): spelling for gpu_row in accelerator_table().values()
+                   for spelling in (gpu_row.name, *gpu_row.aliases, *gpu_row.skypilot_names)}  # fmt: skip
+        close = difflib.get_close_matches(str(gpu).lower(), sorted(spelled), n=3, cutoff=0.6)
+        meant = ", ".join(dict.fromkeys(spelled[spelling] for spelling in close))
+        hint = f" (did you mean {meant}?)" if close else ""
         print(printable(f"warning: {gpu!r} is not in Stash's accelerator table{hint}: `stash predict` and "
                         f"`stash recommend` leave {name} out"), file=sys.stderr)  # fmt: skip
     elif found.ambiguous:

@@ -327,3 +327,24 @@ def test_an_invisible_character_is_refused_in_a_name_given_on_the_command_line()
     with pytest.raises(argparse.ArgumentTypeError, match="invisible character U\\+200B"):
         identifier("p4d\u200b.24xlarge")  # a run label that looks like a catalog name and is not it
     assert identifier("p4d.24xlarge") == "p4d.24xlarge"
+
+
+def test_a_gpu_named_without_a_count_is_refused_not_kept_as_a_cpu_machine(tmp_path):
+    """`instances add lab --accelerator H100` was stored with no GPU count, and predict then said "no GPU"."""
+    db = tmp_path / "cat.duckdb"
+    with pytest.raises(UsageError, match="no accelerator_count beside the accelerator H100: give its GPU"):
+        add_instance(db, name="lab4", accelerator="H100")
+    add_instance(db, name="lab4", accelerator="H100", accelerator_count=1)
+    assert get_instance(db, "lab4")["accelerator_count"] == 1
+
+
+def test_an_unknown_gpu_is_warned_of_with_the_short_names_it_is_close_to(tmp_path, capsys):
+    """The closest names were looked for among the table's full names ("NVIDIA V100 SXM2 16 GB"): a typed
+    V100X or H10O named none."""
+    from stash_core.cli.main import main
+
+    for typed, meant in (("V100X", "V100"), ("H10O", "H100")):
+        assert main(["instances", "add", f"lab-{typed}", "--accelerator", typed, "--accelerator-count", "1",
+                     "--db", str(tmp_path / "cat.duckdb")]) == 0  # fmt: skip
+        err = capsys.readouterr().err
+        assert f"'{typed}' is not in Stash's accelerator table (did you mean {meant}" in err, err

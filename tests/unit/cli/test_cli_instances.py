@@ -22,7 +22,7 @@ def test_a_gpu_the_table_lacks_is_warned_of_with_the_names_it_is_close_to(tmp_pa
     )
     err = capsys.readouterr().err
     assert (
-        "warning: 'H1OO SXM' is not in Stash's accelerator table (did you mean NVIDIA H100 SXM 80 GB" in err
+        "warning: 'H1OO SXM' is not in Stash's accelerator table (did you mean H100-SXM" in err
     )
     assert "`stash predict` and `stash recommend` leave box out" in err
     # a change to another field says nothing of the GPU again; a CPU machine's has none to say
