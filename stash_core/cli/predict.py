@@ -157,9 +157,10 @@ def format_prediction(result: Any, rows: int | None = DEFAULT_ROWS) -> str:
     # their headings
     config_w = max([28, *(len(row["config"]) + 1 for row in records)])
     workers_w = max([8, *(len(workers_cell(row)) + 1 for row in records)])
+    gpu_w = max([20, *(len(accelerator_cell(row)) + 2 for row in records)])  # a long name: "GeForce RTX ..."
     if len(result.frame):  # no header over no rows: each instance's reason follows
         lines += [
-            f"  {'configuration':<{config_w}}{'workers':>{workers_w}}  {'accelerator':<20}{'source':<11}"
+            f"  {'configuration':<{config_w}}{'workers':>{workers_w}}  {'accelerator':<{gpu_w}}{'source':<11}"
             f"{'path':<10}{'step ms':>9}{'±err':>9}{'±comm':>8}{'samples/s':>11}{'mem GiB':>13}"
             "  compute/interconnect/network ms",
         ]
@@ -187,7 +188,7 @@ def format_prediction(result: Any, rows: int | None = DEFAULT_ROWS) -> str:
         error = percent(row["expected_error"]) + ("*" if row.get("unvalidated") else "")
         comm = percent(row["comm_error"]) if row.get("workers", 1) > 1 else "-"
         lines.append(
-            f"  {row['config']:<{config_w}}{workers_cell(row):>{workers_w}}  {accelerator_cell(row):<20}"
+            f"  {row['config']:<{config_w}}{workers_cell(row):>{workers_w}}  {accelerator_cell(row):<{gpu_w}}"
             f"{row['source']:<11}{row['path']:<10}{row['iteration_s'] * 1e3:>9.1f}{error:>9}{comm:>8}"
             f"{speed:>11}{memory:>13}  {parts}"
         )

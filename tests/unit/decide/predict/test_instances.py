@@ -88,3 +88,20 @@ def test_a_cpu_profile_lacking_a_figure_is_said_so_not_said_missing(tmp_path, ed
     assert answer.frame.empty
     [line] = answer.not_predictable
     assert line.startswith("cpu4: not predicted - a CPU machine is measured") and "lack a figure" in line
+
+
+def test_a_long_gpu_name_keeps_the_table_s_columns_apart(tmp_path, capsys) -> None:
+    """An instance of a GPU with a long name printed "GeForce RTX 4090 24 GBpredicted"."""
+    from stash_core.cli.main import main
+
+    db = ["--db", str(tmp_path / "r.duckdb")]
+    gpu = ["--accelerator", "RTX 4090", "--accelerator-count", "1"]
+    assert main(["instances", "add", "z51", *gpu, *db]) == 0
+    capsys.readouterr()
+    job = ["--model", "resnet50", "--batch-size", "64"]
+    assert main(["predict", *job, "--instances", "z51,g5.xlarge", *db]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    heading = next(line for line in lines if line.lstrip().startswith("configuration"))
+    row = next(line for line in lines if "1 x z51" in line)
+    assert "24 GB  predicted" in row
+    assert row.index("predicted") == heading.index("source")  # under its heading
