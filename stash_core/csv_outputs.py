@@ -18,8 +18,11 @@ HEADER_BYTES = 4096  # a header line longer than this is no CSV Stash writes
 def check_csv_replaceable(path: Path | str, flag: str, what: str, header_start: str) -> None:
     """UsageError (one line) when `path` holds a non-empty file whose first line does not start with
     `header_start` (the columns this CSV starts with, comma-separated). A file that cannot be read is left to
-    the writer, which says why it cannot be replaced."""
+    the writer, which says why it cannot be replaced. A path in a folder that does not exist is refused too,
+    as a shell's `> folder/file` is: a mistyped folder is not made (--jobs-csv, --csv and --loss-csv alike)."""
     path = Path(path)
+    if not path.parent.exists():
+        raise UsageError(f"{flag} {path}: folder {path.parent} does not exist")
     try:
         if not path.is_file() or path.stat().st_size == 0:
             return

@@ -85,3 +85,14 @@ def test_a_trace_that_is_a_folder_without_a_name_is_one_line(tmp_path, capsys, t
     status = main(["schedule", "--trace", trace, "--db", str(tmp_path / "s.duckdb")])
     err = capsys.readouterr().err
     assert status == 2 and err.count("\n") == 1 and "directory" in err and "Traceback" not in err
+
+
+def test_a_csv_in_a_folder_that_does_not_exist_is_refused_and_no_folder_made(tmp_path, capsys):
+    """recommend --csv made a mistyped folder (and its parents) where --jobs-csv refused one."""
+    missing = tmp_path / "nodir" / "deeper"
+    db = ["--db", str(tmp_path / "r.duckdb")]
+    assert main([*RECOMMEND, "--csv", str(missing / "x.csv"), *db]) == 2
+    assert f"folder {missing} does not exist" in capsys.readouterr().err
+    assert main([*SCHEDULE, "--jobs-csv", str(missing / "j.csv"), *db]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert not (tmp_path / "nodir").exists()
