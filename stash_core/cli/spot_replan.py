@@ -86,15 +86,32 @@ def add_commands(subparsers: Any, offers_text: Any) -> None:
     simulate.add_argument("--seed", type=seed, default=None, help="random seed with --rate-per-h (1)")
 
 
-def _inputs(args: argparse.Namespace, pricing: str) -> tuple[Any, dict, list, float, float]:
-    from stash_core.spot.inputs import build_offers, load_workload, parse_offers, ps_bandwidth_Bps
+def _inputs(
+    args: argparse.Namespace, pricing: str, leave_unpriced: bool = False
+) -> tuple[Any, dict, list, float, float, list[str], str | None]:
+    """(workload, its file, the offers, PS and PCIe bytes/s, the types left out, the note that says so): a
+    type without a price of `pricing` is refused, or with `leave_unpriced` left out as `stash spot` leaves
+    it (while another type has one)."""
+    from stash_core.spot.inputs import (
+        build_offers,
+        load_workload,
+        parse_offers,
+        priced_offers,
+        ps_bandwidth_Bps,
+    )
 
     try:
         workload, doc = load_workload(args.workload)
     except (ValueError, TypeError, RecursionError) as error:
         raise UsageError(f"workload file {args.workload}: {error}") from None
-    offers = build_offers(db_path(args), parse_offers(args.instances), doc, pricing)
-    return workload, doc, offers, ps_bandwidth_Bps(args.ps_gbps, doc), args.pcie_gbps * 1e9 / 8
+    offered = parse_offers(args.instances)
+    offers, unpriced, note = [], [], None
+    if leave_unpriced:
+        offers, unpriced, note = priced_offers(db_path(args), offered, doc, pricing)
+    if not offers:  # none priced, or every type asked to be: the first one's refusal
+        offers, unpriced, note = build_offers(db_path(args), offered, doc, pricing), [], None
+    links = ps_bandwidth_Bps(args.ps_gbps, doc), args.pcie_gbps * 1e9 / 8
+    return workload, doc, offers, *links, unpriced, note
 
 
 def cmd_spot_replan(args: argparse.Namespace) -> int:
@@ -104,7 +121,7 @@ def cmd_spot_replan(args: argparse.Namespace) -> int:
     from stash_core.spot.replan import replan
 
     pricing = "on_demand" if args.on_demand else "spot"
-    workload, _doc, offers, ps, pcie = _inputs(args, pricing)
+    workload, _doc, offers, ps, pcie, _, _ = _inputs(args, pricing)
     by_name = {offer.worker.instance: offer for offer in offers}
     running = []
     for name, number in parse_offers(args.running):
@@ -162,7 +179,7 @@ def cmd_spot_simulate(args: argparse.Namespace) -> int:
     if args.trace is not None and (args.runs is not None or args.seed is not None):
         raise UsageError("--runs and --seed apply to --rate-per-h: a --trace is replayed once, as it is")
     trace = read_trace(args.trace) if args.trace is not None else None
-    workload, doc, spot_offers, ps, pcie = _inputs(args, "spot")
+    workload, doc, spot_offers, ps, pcie, no_spot, no_spot_note = _inputs(args, "spot", leave_unpriced=True)
     on_demand, unpriced, unpriced_note = on_demand_offers(db_path(args), parse_offers(args.instances), doc)
     try:
         rows = simulate(spot_offers, on_demand, workload, args.target_loss, args.deadline_s, ps, pcie,
@@ -181,7 +198,8 @@ def cmd_spot_simulate(args: argparse.Namespace) -> int:
         else:
             scenario |= {"rate_per_h": args.rate_per_h or 0.0, "runs": args.runs or 200,
                          "seed": DEFAULT_SEED if args.seed is None else args.seed}  # fmt: skip
-        print(json_text({**scenario, "strategies": rows, "no_on_demand_price": unpriced}, indent=2))
+        print(json_text({**scenario, "strategies": rows, "no_on_demand_price": unpriced,
+                         "no_spot_price": no_spot}, indent=2))  # fmt: skip
         return 0
     source = f"trace {args.trace}" if trace is not None else f"{args.rate_per_h:g} revocations/h per instance"
     lines = [f"target loss {args.target_loss:g} by {args.deadline_s:.0f} s; {source}; "
@@ -194,7 +212,7 @@ def cmd_spot_simulate(args: argparse.Namespace) -> int:
                      f"{_seconds(row['mean_time_s']):>9}{_seconds(row['p90_time_s']):>9}"
                      f"{row['mean_cost_usd']:>9.2f}{row['mean_revocations']:>9.1f}")  # fmt: skip
     lines += simulation_notes(rows)
-    lines += [unpriced_note] if unpriced_note else []
+    lines += [note for note in (no_spot_note, unpriced_note) if note]
     lines.append("simulated with the spotDNN model (no contention: planned with P = 0, trained with the true "
                  "contention); on-demand instances are never revoked")  # fmt: skip
     print("\n".join(lines))

@@ -17,7 +17,13 @@ from stash_core.catalog import list_instances
 from stash_core.errors import UsageError
 from stash_core.spot import PlanResult
 from stash_core.spot.fragility import fragile_text  # noqa: F401  (the page words a fragile plan with it)
-from stash_core.spot.inputs import build_offers, load_workload, on_demand_offers, ps_bandwidth_Bps
+from stash_core.spot.inputs import (
+    build_offers,
+    load_workload,
+    on_demand_offers,
+    priced_offers,
+    ps_bandwidth_Bps,
+)
 from stash_core.spot.planner import searched_workers
 from stash_core.spot.simulate import PlanRisk, simulate, simulation_notes
 
@@ -176,7 +182,9 @@ def simulation(db_path: Path | str, text: str, offers: tuple[tuple[str, int], ..
         raise UsageError(f"simulate 1 to {MAX_PAGE_RUNS:,} runs on this page (stash spot-simulate for more)")
     workload, doc = _workload(text)
     offers_list = _offers(offers)
-    spot_offers = build_offers(Path(db_path), offers_list, doc, "spot")
+    # a type without a spot price is left out, as the plan leaves it (refused where no type has one)
+    spot_offers, _, no_spot_note = priced_offers(Path(db_path), offers_list, doc, "spot")
+    spot_offers = spot_offers or build_offers(Path(db_path), offers_list, doc, "spot")
     on_demand, _, unpriced_note = on_demand_offers(Path(db_path), offers_list, doc)
     rows = simulate(spot_offers, on_demand, workload, target_loss, deadline_s,
                     ps_bandwidth_Bps(None, doc), pcie_gbps * GBPS, rate_per_h=rate_per_h,
@@ -184,7 +192,7 @@ def simulation(db_path: Path | str, text: str, offers: tuple[tuple[str, int], ..
                     plan_overhead_s=plan_overhead_s)  # fmt: skip
     frame = pd.DataFrame(rows).drop(columns="infeasible_reason")  # a note says it, above the table
     # no plan in time, the work limit, trainings never finished, instances without an on-demand price
-    frame.attrs["notes"] = simulation_notes(rows) + ([unpriced_note] if unpriced_note else [])
+    frame.attrs["notes"] = simulation_notes(rows) + [note for note in (no_spot_note, unpriced_note) if note]
     return frame
 
 

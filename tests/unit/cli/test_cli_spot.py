@@ -465,3 +465,28 @@ def test_simulate_leaves_an_instance_with_a_spot_price_alone_out_of_on_demand(tm
     out = capsys.readouterr().out
     assert "on-demand: not simulated: no instance offered has an on-demand price" in out
     assert "\n  on-demand " not in out  # no row
+
+
+def test_simulate_leaves_an_instance_without_a_spot_price_out_of_the_spot_plans(tmp_path, capsys):
+    """An instance with an on-demand price alone: `spot` planned without it, `spot-simulate` refused the
+    whole comparison ("no spot price for instance demandonly"); with no type spot-priced it still refuses."""
+    db = str(tmp_path / "r.duckdb")
+    assert main(["instances", "add", "demandonly", "--accelerator", "NVIDIA V100 16 GB",
+                 "--accelerator-count", "1", "--on-demand-usd-per-h", "0.9", "--db", db]) == 0  # fmt: skip
+    example = json.loads((Path(__file__).resolve().parents[3] / "examples" / "workload.json").read_text())
+    example["compute_s"]["demandonly"] = example["compute_s"]["g3.8xlarge"]
+    workload = tmp_path / "w.json"
+    workload.write_text(json.dumps(example))
+    capsys.readouterr()
+    common = ["spot-simulate", "--workload", str(workload), "--target-loss", "0.8", "--deadline-s", "3000",
+              "--rate-per-h", "1", "--runs", "5", "--db", db]  # fmt: skip
+    assert main([*common, "--instances", "g3.8xlarge:3,demandonly:4", "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    rows = {row["strategy"]: row for row in answer["strategies"]}
+    assert "demandonly" not in rows["spotDNN"]["first_plan"]
+    assert "demandonly" in rows["on-demand"]["first_plan"]
+    assert answer["no_spot_price"] == ["demandonly"] and answer["no_on_demand_price"] == []
+    assert main([*common, "--instances", "g3.8xlarge:3,demandonly:4"]) == 0
+    assert "spot: planned without demandonly: no spot price" in capsys.readouterr().out
+    assert main([*common, "--instances", "demandonly:4"]) == 2
+    assert "no spot price for instance demandonly" in capsys.readouterr().err
