@@ -159,3 +159,30 @@ def fill(folder: Path, keep_bytes: int = 0) -> None:
                 free -= chunk
         except OSError:  # full before the estimate ran out
             pass
+
+
+DUCKDB_BLOCK_BYTES = 262144  # DuckDB's block; its file starts with three 4 KiB headers
+
+
+def damaged_copy(template: Path, folder: Path) -> Path | None:
+    """A copy of the DuckDB file `template` with one block overwritten whose damage only a read of the runs
+    finds (the open's checks pass); None where no block of the runs table was found to damage."""
+    import duckdb
+
+    for block in range(template.stat().st_size // DUCKDB_BLOCK_BYTES):
+        db = folder / f"block{block}.duckdb"
+        shutil.copyfile(template, db)
+        with db.open("r+b") as file:
+            file.seek(3 * 4096 + block * DUCKDB_BLOCK_BYTES + 1000)
+            file.write(b"\xab" * 3000)
+        try:
+            with duckdb.connect(str(db), read_only=True) as con:
+                try:
+                    con.execute("SELECT * FROM runs").fetchall()
+                except duckdb.Error as exc:
+                    if "Corrupt database file" in str(exc):
+                        return db
+        except duckdb.Error:  # the open itself found it
+            pass
+        db.unlink()
+    return None

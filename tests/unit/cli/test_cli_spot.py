@@ -443,19 +443,25 @@ def test_help_says_each_default_once(capsys, command, shown):
     assert "(default: [" not in text  # a list as it is typed; none where it is empty
 
 
-def test_simulate_leaves_an_instance_with_a_spot_price_alone_out_of_on_demand(tmp_path, capsys):
-    """An instance with only a spot price in the catalog: `spot` planned with it, `spot-simulate` refused the
-    whole comparison ("no on-demand price for instance spotonly")."""
+def _simulate_with_one_price(tmp_path, capsys, name: str, price_flag: str) -> list[str]:
+    """A spot-simulate command line on a database holding `name`, a V100 instance with one price alone
+    (`price_flag`), and a workload that gives it the compute time of a g3.8xlarge."""
     db = str(tmp_path / "r.duckdb")
-    assert main(["instances", "add", "spotonly", "--accelerator", "NVIDIA V100 16 GB",
-                 "--accelerator-count", "1", "--spot-usd-per-h", "0.9", "--db", db]) == 0  # fmt: skip
+    assert main(["instances", "add", name, "--accelerator", "NVIDIA V100 16 GB", "--accelerator-count", "1",
+                 price_flag, "0.9", "--db", db]) == 0  # fmt: skip
     example = json.loads((Path(__file__).resolve().parents[3] / "examples" / "workload.json").read_text())
-    example["compute_s"]["spotonly"] = example["compute_s"]["g3.8xlarge"]
+    example["compute_s"][name] = example["compute_s"]["g3.8xlarge"]
     workload = tmp_path / "w.json"
     workload.write_text(json.dumps(example))
     capsys.readouterr()
-    common = ["spot-simulate", "--workload", str(workload), "--target-loss", "0.8", "--deadline-s", "3000",
-              "--rate-per-h", "1", "--runs", "5", "--db", db]  # fmt: skip
+    return ["spot-simulate", "--workload", str(workload), "--target-loss", "0.8", "--deadline-s", "3000",
+            "--rate-per-h", "1", "--runs", "5", "--db", db]  # fmt: skip
+
+
+def test_simulate_leaves_an_instance_with_a_spot_price_alone_out_of_on_demand(tmp_path, capsys):
+    """An instance with only a spot price in the catalog: `spot` planned with it, `spot-simulate` refused the
+    whole comparison ("no on-demand price for instance spotonly")."""
+    common = _simulate_with_one_price(tmp_path, capsys, "spotonly", "--spot-usd-per-h")
     assert main([*common, "--instances", "g3.8xlarge:3,spotonly:4", "--json"]) == 0
     answer = json.loads(capsys.readouterr().out)
     rows = {row["strategy"]: row for row in answer["strategies"]}
@@ -470,16 +476,7 @@ def test_simulate_leaves_an_instance_with_a_spot_price_alone_out_of_on_demand(tm
 def test_simulate_leaves_an_instance_without_a_spot_price_out_of_the_spot_plans(tmp_path, capsys):
     """An instance with an on-demand price alone: `spot` planned without it, `spot-simulate` refused the
     whole comparison ("no spot price for instance demandonly"); with no type spot-priced it still refuses."""
-    db = str(tmp_path / "r.duckdb")
-    assert main(["instances", "add", "demandonly", "--accelerator", "NVIDIA V100 16 GB",
-                 "--accelerator-count", "1", "--on-demand-usd-per-h", "0.9", "--db", db]) == 0  # fmt: skip
-    example = json.loads((Path(__file__).resolve().parents[3] / "examples" / "workload.json").read_text())
-    example["compute_s"]["demandonly"] = example["compute_s"]["g3.8xlarge"]
-    workload = tmp_path / "w.json"
-    workload.write_text(json.dumps(example))
-    capsys.readouterr()
-    common = ["spot-simulate", "--workload", str(workload), "--target-loss", "0.8", "--deadline-s", "3000",
-              "--rate-per-h", "1", "--runs", "5", "--db", db]  # fmt: skip
+    common = _simulate_with_one_price(tmp_path, capsys, "demandonly", "--on-demand-usd-per-h")
     assert main([*common, "--instances", "g3.8xlarge:3,demandonly:4", "--json"]) == 0
     answer = json.loads(capsys.readouterr().out)
     rows = {row["strategy"]: row for row in answer["strategies"]}

@@ -3,17 +3,15 @@ read of a damaged block (`runs`, `export`), not only where the read is `stash sh
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
-import duckdb
 import pytest
 from result_docs import result_doc
+from support import damaged_copy
 
 from stash_core import store
 from stash_core.cli.main import main
 
-BLOCK_BYTES = 262144  # DuckDB's block; its file starts with three 4 KiB headers
 WAY_BACK = "stash ingest results/*.json --db NEW.duckdb"
 
 
@@ -23,27 +21,6 @@ def whole_db(tmp_path_factory) -> Path:
     for _ in range(6):
         store.ingest_result(db, result_doc(samples=True, iterations=400))
     return db
-
-
-def damaged_copy(template: Path, folder: Path) -> Path | None:
-    """A copy of `template` with one block overwritten whose damage only a read of the runs finds."""
-    for block in range(template.stat().st_size // BLOCK_BYTES):
-        db = folder / f"block{block}.duckdb"
-        shutil.copyfile(template, db)
-        with db.open("r+b") as file:
-            file.seek(3 * 4096 + block * BLOCK_BYTES + 1000)
-            file.write(b"\xab" * 3000)
-        try:
-            with duckdb.connect(str(db), read_only=True) as con:
-                try:
-                    con.execute("SELECT * FROM runs").fetchall()
-                except duckdb.Error as exc:
-                    if "Corrupt database file" in str(exc):
-                        return db
-        except duckdb.Error:
-            pass
-        db.unlink()
-    return None
 
 
 def test_a_database_the_open_finds_damaged_is_said_with_the_way_back(whole_db, tmp_path, capsys) -> None:
