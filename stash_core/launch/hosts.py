@@ -303,9 +303,17 @@ def version_warnings(infos: list[dict]) -> list[str]:
     return warnings
 
 
+# Addresses that name no one host: the rendezvous store listens on the master address, so a wildcard made it
+# listen on every interface of node 0, and the other nodes would dial their own.
+WILDCARD_ADDRESSES = frozenset({"0.0.0.0", "::", "[::]", "0", "0:0:0:0:0:0:0:0"})
+
+
 def _checked_master_addr(text: str | None) -> str | None:
     if text is None:
         return None
+    if str(text).strip().lower() in WILDCARD_ADDRESSES:
+        raise UsageError(f"--master-addr {text} is no one machine's address (it listens on every interface): "
+                         "give the first host's address as the others reach it")  # fmt: skip
     return SshTarget(host=text).host  # the same host-name rules as every ssh target
 
 

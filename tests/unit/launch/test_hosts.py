@@ -9,6 +9,7 @@ import pytest
 
 from stash_core.launch import cluster, hosts
 from stash_core.launch.hosts import bottleneck_link, hosts_from_cluster, link_change_warning
+from stash_core.errors import UsageError
 from stash_core.launch.ssh import SshTarget
 from stash_core.spec import ProfileSpec
 
@@ -145,3 +146,12 @@ def test_an_ssh_user_that_no_host_would_use_is_refused():
     from stash_core.cli.main import main
 
     assert main(["remote", "check", "root@127.0.0.1:2299", "--ssh-user", "alice"]) == 2
+
+
+@pytest.mark.parametrize("wildcard", ["0.0.0.0", "::", "[::]", "0"])
+def test_a_wildcard_master_address_is_refused(wildcard):
+    """`--master-addr 0.0.0.0` was taken: the rendezvous store listened on every interface of node 0, and the
+    other nodes would have dialled their own."""
+    with pytest.raises(UsageError, match="is no one machine's address"):
+        hosts.hosts_from_names(["a:2201", "b:2202"], python="python3", master_addr=wildcard)
+    assert hosts.hosts_from_names(["a:2201", "b:2202"], master_addr="10.1.1.1").rendezvous_addr() == "10.1.1.1"
