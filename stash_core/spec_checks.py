@@ -278,7 +278,8 @@ def _check_rendezvous(spec: ProfileSpec) -> None:
 
 def _check_ssh(spec: ProfileSpec) -> None:
     if not spec.remote and (spec.ssh_user or spec.ssh_key or spec.remote_python or spec.remote_workdir):
-        message = "--ssh-user, --ssh-key, --python and --workdir need --hosts (or --cluster)"
+        # said as each one is: the emulated cluster takes --python and --workdir, not the ssh options
+        message = "--ssh-user and --ssh-key need --hosts; --python and --workdir need --hosts or --cluster"
         raise FieldError(message, "ssh_user", spec.ssh_user, "local")
     if spec.cluster and not spec.hosts and (spec.ssh_user or spec.ssh_key):  # they were ignored there
         message = "--ssh-user and --ssh-key apply to --hosts only (the emulated cluster has its own root key)"

@@ -32,6 +32,8 @@ SCHEDULE = ["schedule", "--synthetic-jobs", "5", "--db", "{db}"]
 # a probe that, were it not refused, would be short and stored nowhere
 PROBE_HERE = ["--max-size", "4KiB", "--budget", "0.01", "--no-store"]
 
+SSH_ALONE = "--ssh-user and --ssh-key need --hosts; --python and --workdir need --hosts or --cluster"
+
 
 def _doc(change) -> dict:
     doc = json.loads(EXAMPLE.read_text())
@@ -463,9 +465,9 @@ CASES: list[tuple[str, list[str], str]] = [
         for flag, value, says in (
             ("--cluster-name", "bench", "--cluster-name applies to --cluster emulated only"),
             ("--cluster-state", "{tmp}", "--cluster-state applies to --cluster emulated only"),
-            ("--ssh-user", "ubuntu", "--ssh-user, --ssh-key, --python and --workdir need --hosts"),
-            ("--python", "python3", "--ssh-user, --ssh-key, --python and --workdir need --hosts"),
-            ("--workdir", "/srv", "--ssh-user, --ssh-key, --python and --workdir need --hosts"),
+            ("--ssh-user", "ubuntu", SSH_ALONE),
+            ("--python", "python3", SSH_ALONE),
+            ("--workdir", "/srv", SSH_ALONE),
             ("--master-addr", "10.0.0.1", "--master-addr applies to --hosts only"),
             ("--master-port", "29555", "--master-port and --comm-timeout need --hosts"),
         )
