@@ -8,16 +8,33 @@ Plain rows, no pandas: `stash runs` and `stash show` start without it.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
 import duckdb
 
+from stash_core.analysis.stalls import applicable_chain, phases_for_stalls
 from stash_core.store.connection import connect
 from stash_core.store.relations import relation_rows
 
 _STOPPED = ("failed", "interrupted")  # a phase's status where the profile ended
-JOB_PHASE = "R2"  # all workers on the job's own data: the time of the job profiled
+JOB_PHASE = "R2"  # all workers on the job's own data: the time of the job profiled, where it reads data
+
+
+def job_phase(run: dict[str, Any]) -> str:
+    """The run whose time is the job's as set up: the last of those its stalls needed (R2 with real data;
+    without, R1n across machines, R1 on one, R0 for one worker or compute alone); R2 where the stored spec
+    does not say."""
+    spec = run.get("spec")
+    try:
+        spec = json.loads(spec) if isinstance(spec, str) else spec
+        workers, nodes = int(spec["workers_per_node"]), int(spec["nodes"])
+        real = any(spec.get(key) is not None for key in ("dataset", "synthetic_images", "script"))
+        needed = phases_for_stalls(list(spec["stalls"]), applicable_chain(workers * nodes, nodes, real))
+    except (TypeError, KeyError, ValueError, AttributeError):
+        return JOB_PHASE
+    return needed[-1] if needed else JOB_PHASE
 
 
 def partial_note(run: dict[str, Any], phases: list[dict[str, Any]]) -> str | None:
@@ -26,8 +43,8 @@ def partial_note(run: dict[str, Any], phases: list[dict[str, Any]]) -> str | Non
     an iteration time other than R2's (the job's own); None for any other. `phases`: its phases rows in the
     order they ran."""
     reference = run.get("reference_phase") or "unknown"
-    if run.get("status") == "completed" or run.get("iteration_s") is None or reference == JOB_PHASE:
-        return None  # R2's time is the job's as set up, whichever run after it stopped
+    if run.get("status") == "completed" or run.get("iteration_s") is None or reference == job_phase(run):
+        return None  # the job's time as set up (R2's, or R1n's without real data), whichever run stopped
     described = {phase.get("phase"): phase.get("description") for phase in phases}
     stopped = next((phase.get("phase") for phase in phases if phase.get("status") in _STOPPED), None)
     ended = f"{run.get('status') or 'not completed'}{f' in {stopped}' if stopped else ''}"
@@ -46,7 +63,7 @@ def partial_notes_of(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> dict
     among = "list_contains(CAST(? AS VARCHAR[]), run_id)"
     runs = relation_rows(
         con.sql(
-            "SELECT run_id, status, iteration_s, reference_phase FROM runs "
+            "SELECT run_id, status, iteration_s, reference_phase, spec FROM runs "
             f"WHERE status <> 'completed' AND iteration_s IS NOT NULL AND {among}",
             params=[list(run_ids)],
         )
