@@ -135,9 +135,12 @@ class LaunchedRuns:
         left_s = (max_phase_s - self.run_wall_s(name)) / max(launches_left, 1) - self.expected_startup_s(name)
         return max(MIN_LAUNCH_CAP_S, min(planned_cap_s, left_s))
 
-    def pool_into(self, records: list[dict]) -> None:
-        """Fill each record (not failed) that has launches in the pooled rounds with their pooled figures,
-        and keep every launch's own figures under `launches`."""
+    def pool_into(self, records: list[dict]) -> list[str]:
+        """Fill each record that has launches in the pooled rounds with their pooled figures, and keep every
+        launch's own figures under `launches`. A run whose later launch failed keeps the rounds it completed
+        before, as an interrupted run does (the profile is still the failed one): the warnings that say so
+        are returned."""
+        warnings = []
         for record in records:
             rounds = set(self.pooled_rounds(record["name"]))
             outcomes = self.outcomes.get(record["name"]) or []
@@ -146,9 +149,13 @@ class LaunchedRuns:
             record["launches_planned"] = self.launches
             record["launches"] = [launch_entry(r, outcome, r in rounds) for r, outcome in outcomes]
             used = [(r, outcome) for r, outcome in outcomes if r in rounds]
-            if record.get("status") == "failed" or not used:
+            if not used:
                 continue
+            if record.get("status") == "failed":
+                warnings.append(f"{record['name']}: a later launch failed ({record.get('error')}); its "
+                                f"figure is from the {len(used)} launch(es) it completed before")  # fmt: skip
             pool_record(record, used)
+        return warnings
 
 
 def figures_by_round(launched: list[tuple[int, dict]]) -> dict[int, tuple[float, float]]:

@@ -141,7 +141,7 @@ def run_profile(
         took = datetime.timedelta(seconds=time.monotonic() - started_s)
         doc["finished_at"] = (started_at + took).isoformat()
         # a failed or interrupted profile keeps its launches (pooled) and the breakdown of its completed runs
-        launched.pool_into(doc["phases"])
+        warnings += launched.pool_into(doc["phases"])
         warnings += launch_warnings(doc, spec, launched, chain)
         doc["breakdown"] = breakdown_of_completed(doc, chain, spec, warnings)
     return doc

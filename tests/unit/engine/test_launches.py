@@ -136,6 +136,24 @@ def test_a_profile_ended_in_its_first_round_keeps_the_runs_it_measured() -> None
     assert records[1]["status"] == "interrupted" and "launches" not in records[1]
 
 
+def test_a_run_whose_later_launch_failed_keeps_the_rounds_it_completed_as_an_interrupted_run_does() -> None:
+    """A link cut during R1n's second launch threw away its first, completed one: the profile's headline fell
+    back to R1's time and said "R1n, the job as set up, was not timed"; interrupted there, it kept it."""
+    launched = LaunchedRuns(["R0", "R1n"], 2)
+    launched.add("R0", 0, _outcome(0.10, 0.002))
+    launched.add("R1n", 0, _outcome(0.33, 0.004))
+    launched.add("R0", 1, _outcome(0.11, 0.002))
+    records = _records("R0", "R1n")
+    records[1].update(status="failed", error="rank 1: connection reset")  # its round-2 launch
+    warnings = launched.pool_into(records)
+    assert records[1]["status"] == "completed" and records[1]["iteration_s"]["mean"] == pytest.approx(0.33)
+    assert warnings == ["R1n: a later launch failed (rank 1: connection reset); its figure is from the 1 "
+                        "launch(es) it completed before"]  # fmt: skip
+    failed_first = _records("R1n")
+    failed_first[0].update(status="failed", error="boom")
+    assert LaunchedRuns(["R1n"], 2).pool_into(failed_first) == [] and failed_first[0]["status"] == "failed"
+
+
 def test_a_run_at_its_cap_says_what_to_do() -> None:
     launched = LaunchedRuns(["R0"], 2)
     launched.add("R0", 0, _outcome(0.10, 0.010, stop="max_time"))
