@@ -51,6 +51,7 @@ from stash_core.errors import MeasurementError, ProfileEnded, StashError, UsageE
 from stash_core.interrupts import reason as interrupt_reason
 from stash_core.launch.hosts import RemoteHosts
 from stash_core.launch.runner import worker_env
+from stash_core.launch.torchrun_failure import timeout_hint
 from stash_core.launch.warm_start import warm_launches
 from stash_core.measure.fingerprint import machine_fingerprint
 from stash_core.results import RESULT_KIND, SCHEMA_VERSION
@@ -247,7 +248,8 @@ def run_launches(
                     wall_s=outcome.get("wall_s") if name == plan.name else 0.0,
                 )  # fmt: skip
             failure = UsageError if usage_error else MeasurementError
-            raise failure(f"run {plan.name} ({plan.description}) failed: {outcome['error']}")
+            hint = timeout_hint(outcome["error"], spec.comm_timeout_s) if remote is not None else ""
+            raise failure(f"run {plan.name} ({plan.description}) failed: {outcome['error']}{hint}")
         outcomes = split_outcome(outcome) if len(names) > 1 else (outcome,)
         for name, this_outcome in zip(names, outcomes, strict=True):
             reporter.phase_finished(this_outcome)

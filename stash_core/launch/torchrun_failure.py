@@ -117,3 +117,16 @@ def failure_line(failure: str | None, errors: list[str], remote: bool) -> str:
     else:
         line = failure or (errors[0] if errors else "the run exited without a result")
     return clipped(one_line(line), FAILURE_CHARS)  # start and end kept, the cut said
+
+
+# gloo's words for a collective that waited past its timeout ("Timed out waiting 5000ms for recv operation")
+_COLLECTIVE_TIMEOUT = re.compile(r"timed out waiting \d+ ?ms", re.IGNORECASE)
+
+
+def timeout_hint(error: str | None, comm_timeout_s: int) -> str:
+    """What to do where a collective across machines waited past --comm-timeout: a slow link's all-reduce of
+    the whole gradient can take longer than it; "" for any other failure."""
+    if not error or not _COLLECTIVE_TIMEOUT.search(error):
+        return ""
+    return (f"; a collective waited past --comm-timeout ({comm_timeout_s} s): on a slow link one all-reduce "
+            "of the gradients may take longer (`stash probe` times it): raise --comm-timeout")  # fmt: skip

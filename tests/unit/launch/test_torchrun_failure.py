@@ -103,3 +103,15 @@ def test_a_long_failure_keeps_the_end_of_its_cause_and_says_it_was_cut() -> None
     line = failure_line(dead, [own], remote=False)
     whole = len(f"{dead}; it reported: {own}")
     assert line.startswith(dead) and line.endswith(f" in bucket 7 ({whole} characters)")  # it was cut at 600
+
+
+def test_a_collective_that_waited_past_the_timeout_says_what_to_raise() -> None:
+    """--comm-timeout 5 on a 10 Mbit/s link ended in gloo's own words, nothing on what to change."""
+    from stash_core.launch.torchrun_failure import timeout_hint
+
+    gloo = "rank 1 (vm): RuntimeError: [.../unbound_buffer.cc:78] Timed out waiting 5000ms for recv operation"
+    hint = timeout_hint(gloo, 5)
+    assert hint.startswith("; a collective waited past --comm-timeout (5 s)")
+    assert hint.endswith("raise --comm-timeout")
+    assert timeout_hint("rank 1 (vm): connection reset by peer", 5) == ""
+    assert timeout_hint(None, 5) == ""
