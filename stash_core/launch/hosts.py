@@ -232,6 +232,10 @@ def bottleneck_link(status: dict, nodes: int) -> dict:
     }
 
 
+# A run's warning; the network stall of such a run is no fit's (store/reads.py).
+LINKS_CHANGED = "the emulated cluster's links changed while it ran"
+
+
 def link_change_warning(
     remote: RemoteHosts | None, spec: ProfileSpec, cluster_state: Path | None
 ) -> str | None:
@@ -248,7 +252,7 @@ def link_change_warning(
     if now == remote.link:
         return None
     return (
-        f"the emulated cluster's links changed while it ran (from {_link_text(remote.link)} to "
+        f"{LINKS_CHANGED} (from {_link_text(remote.link)} to "
         f"{_link_text(now)}): its figures may mix both, and the first is the one recorded"
     )
 

@@ -13,6 +13,8 @@ from typing import Any
 
 import pandas as pd
 
+from stash_core.analysis.coherence import DIFFERENT_WORK, IMPOSSIBLE
+from stash_core.launch.hosts import LINKS_CHANGED
 from stash_core.store import connect, query_readonly
 from stash_core.store.schema import VALID_FIGURE
 from stash_core.zoo_names import canonical_model, factory_of, model_file_sha256
@@ -25,6 +27,8 @@ PROBE_COLUMNS = (
 
 # Only figures the breakdown view counts (store/schema.VALID_FIGURE): an inf, NaN or negative "measured"
 # stall of a hand-edited or damaged row would make every fit over it NaN.
+IMPOSSIBLE_WORDS = "cannot be, or mixes other work (`stash show RUN_ID` says why)"
+LINKS_CHANGED_SQL = LINKS_CHANGED.replace("'", "''")
 _COMMUNICATION_STALLS_SQL = f"""
 SELECT r.run_id, CAST(r.started_at AS TIMESTAMP) AS started_at, s.stall, s.seconds AS stall_s, s.ci95_s,
        s.status AS stall_status, r.model, r.batch_size, r.device, r.backend,
@@ -33,7 +37,13 @@ SELECT r.run_id, CAST(r.started_at AS TIMESTAMP) AS started_at, s.stall, s.secon
            (SELECT p.workers FROM phases AS p WHERE p.run_id = r.run_id AND p.phase = 'R1' AND p.nodes = 1),
            r.workers_per_node) ELSE r.workers_per_node END AS workers_per_node, r.nodes,
        r.instance AS instance_label, r.hostname,
-       r.grad_bytes, r.grad_tensor_count, r.layer_count, CAST(r.spec AS VARCHAR) AS spec_json
+       r.grad_bytes, r.grad_tensor_count, r.layer_count, CAST(r.spec AS VARCHAR) AS spec_json,
+       -- what keeps a run's stall out of every fit: a breakdown that cannot be, or links changed under it
+       CASE WHEN CAST(r.warnings AS VARCHAR) LIKE '%"{IMPOSSIBLE}%'
+                 OR CAST(r.warnings AS VARCHAR) LIKE '%"{DIFFERENT_WORK}%'
+                 THEN 'its breakdown {IMPOSSIBLE_WORDS}'
+            WHEN s.stall = 'network' AND CAST(r.warnings AS VARCHAR) LIKE '%"{LINKS_CHANGED_SQL}%'
+                 THEN 'its network changed while it ran (its figures mix both)' END AS left_out
 FROM runs AS r JOIN stalls AS s ON s.run_id = r.run_id
 WHERE r.status = 'completed' AND s.stall IN ('interconnect', 'network')
   AND s.status IN ('measured', 'clamped_zero') AND {VALID_FIGURE}
@@ -83,7 +93,8 @@ def communication_stalls(db_path: Path | str) -> pd.DataFrame:
 
     One row per (run, stall), oldest first: run_id, started_at, stall, stall_s, ci95_s, stall_status, model,
     batch_size, device, backend, workers_per_node, nodes, instance_label, hostname, grad_bytes,
-    grad_tensor_count, layer_count and spec_json (the run's spec as JSON text).
+    grad_tensor_count, layer_count, spec_json (the run's spec as JSON text) and left_out (why no fit may use
+    the row, else None).
     """
     with connect(db_path, read_only=True) as con:
         return con.execute(_COMMUNICATION_STALLS_SQL).df()

@@ -96,8 +96,14 @@ def load_observations(db_path: Path | str) -> pd.DataFrame:
     layer_count.
     """
     frame = communication_stalls(db_path)
+    kept = frame["left_out"].isna()
+    said = [f"run {run} left out of the {stall} fit: {why}"
+            for run, stall, why in frame.loc[~kept, ["run_id", "stall", "left_out"]].itertuples(index=False)]
+    frame = frame[kept]
     if frame.empty:
-        return _empty_observations()
+        empty = _empty_observations()
+        empty.attrs["left_out"] = said
+        return empty
     catalog = list_instances(db_path).set_index("name")["network_gbps"].to_dict()
     bases, bandwidths = [], []
     # the three columns read, not every column of every row (itertuples took most of the Models page's load)
@@ -115,7 +121,9 @@ def load_observations(db_path: Path | str) -> pd.DataFrame:
     frame["bandwidth_gbps"] = pd.array(bandwidths, dtype="Float64").astype("float64")
     frame["world_size"] = frame["workers_per_node"] * frame["nodes"].where(frame["stall"] == "network", 1)
     frame = frame.drop(columns=["spec_json"])
-    return frame[list(_empty_observations().columns)].reset_index(drop=True)
+    observations = frame[list(_empty_observations().columns)].reset_index(drop=True)
+    observations.attrs["left_out"] = said  # runs no fit may use, each with why (the fit says them)
+    return observations
 
 
 def with_dnn(frame: pd.DataFrame) -> pd.DataFrame:

@@ -60,7 +60,8 @@ def fit_stall_models(
         if rows.empty:
             continue
         models += _fit_stall(stall, rows, group_key(stall, by_batch_size), probes, given)
-    warnings = _label_warnings(db_path, observations) if db_path is not None else []
+    warnings = list(observations.attrs.get("left_out") or [])
+    warnings += _label_warnings(db_path, observations) if db_path is not None else []
     return FitReport(observations=observations, models=models, probes=probes, label_warnings=warnings)
 
 

@@ -121,3 +121,28 @@ def test_an_interconnect_stall_is_grouped_by_the_workers_its_r1_ran_on_one_machi
     rows = load_observations(db).set_index("stall")
     assert rows.loc["interconnect", "workers_per_node"] == 2
     assert rows.loc["network", "workers_per_node"] == 1 and rows.loc["network", "nodes"] == 2
+
+
+def test_runs_whose_links_changed_or_whose_breakdown_cannot_be_are_left_out_of_the_fits_and_said(tmp_path):
+    """A run whose emulated links were changed while it ran was fitted as if its network were the first one
+    (its warning said its figures mix both); an impossible breakdown's stalls were fitted too."""
+    from stash_core.analysis.coherence import IMPOSSIBLE
+    from stash_core.launch.hosts import LINKS_CHANGED
+
+    db = tmp_path / "fit.duckdb"
+    stalls = {"compute": 0.3, "interconnect": 0.02, "network": 0.05}
+    clean = result_doc("resnet18", nodes=2, stalls=stalls)
+    changed = f"{LINKS_CHANGED} (from rate 200 Mbit/s to rate 25 Mbit/s): its figures may mix both"
+    mixed = result_doc("resnet18", nodes=2, stalls=stalls, warnings=[changed])
+    impossible = result_doc("resnet18", nodes=2, stalls=stalls, warnings=[f"{IMPOSSIBLE}: R1 faster than R0"])
+    for doc in (clean, mixed, impossible):
+        ingest_result(db, doc)
+    report = fit_stall_models(db)
+    kept = set(zip(report.observations["run_id"], report.observations["stall"], strict=True))
+    assert (clean["run_id"], "network") in kept and (clean["run_id"], "interconnect") in kept
+    assert (mixed["run_id"], "interconnect") in kept  # one machine's links are not the emulated ones
+    assert (mixed["run_id"], "network") not in kept
+    assert not any(run == impossible["run_id"] for run, _ in kept)
+    said = [warning for warning in report.label_warnings if "left out" in warning]
+    assert f"run {mixed['run_id']} left out of the network fit: its network changed while it ran" in said[0]
+    assert sum(impossible["run_id"] in warning for warning in said) == 2  # interconnect and network
