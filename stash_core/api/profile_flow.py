@@ -23,19 +23,15 @@ from stash_core import store
 from stash_core.api.profile_inputs import built_model, data_and_model, data_folder
 from stash_core.catalog import check_document
 from stash_core.engine.jobs import jobs_dir, register_profile
+from stash_core.engine.link_watch import LinkWatch
 from stash_core.engine.machine import cuda_device_count, refuse_auto_only, resolve_device, validate
 from stash_core.engine.profiler import run_profile
-from stash_core.engine.progress import BarReporter, JsonReporter, Reporter
+from stash_core.engine.progress import BarReporter, JsonReporter, Reporter, TeeReporter
 from stash_core.engine.script_job import finish_script_doc
 from stash_core.errors import DiskFull, ProfileEnded, StashError, UsageError, first_line
 from stash_core.interrupts import held_interrupts, stop_exception
 from stash_core.launch import cluster
-from stash_core.launch.hosts import (
-    cluster_name_of,
-    default_cluster_state_dir,
-    link_change_warning,
-    remote_hosts,
-)
+from stash_core.launch.hosts import cluster_name_of, default_cluster_state_dir, remote_hosts
 from stash_core.measure import protocol
 from stash_core.pathargs import db_named_by
 from stash_core.results.file import (
@@ -191,11 +187,12 @@ def _measure_and_save(
     error: BaseException | None = None
     with emulated_bandwidth(spec, cluster_state):
         remote = remote_hosts(spec, cluster_state)  # again: the emulated link may have changed
+        watch = LinkWatch(remote, spec, cluster_state)  # at each launch's end, and before links are put back
         try:
-            doc = run_profile(spec, model_info, data, reporter, remote)
+            doc = run_profile(spec, model_info, data, TeeReporter(reporter, watch), remote)
         except ProfileEnded as ended:
             doc, error = ended.doc, ended.cause
-        changed = link_change_warning(remote, spec, cluster_state)  # before the links are put back
+        changed = watch.final_change()
     if changed and doc.get("breakdown"):
         doc["breakdown"]["warnings"].append(changed)
     elif changed:

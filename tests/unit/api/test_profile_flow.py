@@ -14,6 +14,7 @@ from support import REPO
 
 from stash_core.api import profile_flow
 from stash_core.api.profile_flow import _save_problem, new_database_note
+from stash_core.engine import link_watch
 from stash_core.engine.progress import Reporter
 from stash_core.errors import MeasurementError, ProfileEnded
 from stash_core.results.file import PROBE_KIND
@@ -35,7 +36,7 @@ def measured(monkeypatch, tmp_path: Path):
     """_measure_and_save with the run replaced: returns (run, reporter) for a breakdown or a failed run."""
     saved: list[dict] = []
     monkeypatch.setattr(profile_flow, "remote_hosts", lambda spec, state: None)
-    monkeypatch.setattr(profile_flow, "link_change_warning", lambda remote, spec, state: CHANGED)
+    monkeypatch.setattr(link_watch, "link_change_warning", lambda remote, spec, state: CHANGED)
     saved_nowhere = (None, [], None, False)
     monkeypatch.setattr(
         profile_flow, "save_result", lambda doc, out, no_store, db: (saved.append(doc), saved_nowhere)[1]
@@ -61,6 +62,28 @@ def measured(monkeypatch, tmp_path: Path):
 def test_links_changed_during_the_profile_are_a_warning_of_its_breakdown(measured):
     doc, reporter = measured({"warnings": ["earlier"]})
     assert doc["breakdown"]["warnings"] == ["earlier", CHANGED] and not reporter.lines
+
+
+def test_links_changed_and_put_back_while_the_runs_went_on_are_seen_at_a_launch_s_end(monkeypatch, tmp_path):
+    """Only the links at the start and at the end were compared: a rate set to 25 Mbit/s for two launches and
+    put back went unsaid, and the run was stored as measured at 200 Mbit/s."""
+    links = iter([CHANGED, None, None])  # at the end of the first launch, of the second, at the end
+    monkeypatch.setattr(link_watch, "link_change_warning", lambda remote, spec, state: next(links))
+    monkeypatch.setattr(profile_flow, "remote_hosts", lambda spec, state: None)
+    saved: list[dict] = []
+    nowhere = (None, [], None, False)
+    monkeypatch.setattr(profile_flow, "save_result", lambda doc, *_: (saved.append(doc), nowhere)[1])
+
+    def run_profile(spec, model_info, data, reporter, remote):
+        for _ in range(2):
+            reporter.phase_finished({"name": "R1n", "status": "completed"})
+        return {"run_id": "r", "status": "completed", "breakdown": {"warnings": []}}
+
+    monkeypatch.setattr(profile_flow, "run_profile", run_profile)
+    spec = ProfileSpec(model="resnet18", batch_size=2, nodes=2, cluster="emulated")
+    args = argparse.Namespace(out=None, no_store=True)
+    profile_flow._measure_and_save(spec, {}, None, args, tmp_path / "db.duckdb", None, Messages())
+    assert saved[-1]["breakdown"]["warnings"] == [CHANGED]
 
 
 def test_without_a_breakdown_the_change_is_said_as_the_run_ends(measured):
