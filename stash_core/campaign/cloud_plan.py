@@ -343,6 +343,7 @@ def predict_steps(settings: CampaignSettings) -> Predict:
     """The step model's (iteration_s, compute_s) per instance for one configuration (decide/predict/); a
     model or instance it cannot predict has none, with the reason as a note."""
     from stash_core.decide.predict import predict_instances
+    from stash_core.decide.predict.configuration import DOES_NOT_FIT
 
     def predict(model: str, batch_size: int, workers: int, names: list[str]):
         try:
@@ -359,6 +360,10 @@ def predict_steps(settings: CampaignSettings) -> Predict:
             if finite_float(row.get("iteration_s")) is not None
             and finite_float(row.get("compute_s")) is not None
         }
+        # a job the GPU cannot hold would fail out of memory after its machine's start-up had been paid for
+        if too_big := [line for line in answer.not_predictable if f": {DOES_NOT_FIT} - " in line]:
+            raise UsageError(f"{model} batch {batch_size} on {too_big[0]}; leave that instance type, model "
+                             "or batch size out of the campaign")  # fmt: skip
         notes = [
             f"{model} batch {batch_size}: {line}; counted at its time cap" for line in answer.not_predictable
         ]
@@ -384,12 +389,12 @@ def check_budget(plan: CloudPlan, budget_usd: float | None) -> None:
         ((item.overhead_s + min(estimate.seconds for estimate in item.todo)) / 3600.0 * item.offer.usd_per_h,
          item.offer.name) for item in plan.instances if item.todo
     )  # fmt: skip
+    # what this plan needs, then what costs less: raising the budget to the least profile alone, as this
+    # said once, still left a plan of several profiles refused
+    less = "or plan less: fewer instance types, models or batch sizes, a fixed --iterations or a shorter " \
+        "--max-phase-seconds"
     if budget_usd < least[0]:
         needed = cents_up(least[0])  # that budget passes
-        raise UsageError(
-            f"{said}, and one profile alone on the cheapest, {least[1]}, costs up to ${needed:.2f} with its "
-            f"start-up: raise --budget-usd to at least {needed:.2f}"
-        )
-    raise UsageError(
-        f"{said}: fewer instance types, models or batch sizes, or a fixed --iterations, cost less"
-    )
+        less += f" (one profile alone on the cheapest, {least[1]}, costs up to ${needed:.2f} with its "
+        less += "start-up)"
+    raise UsageError(f"{said}: raise --budget-usd to {cost:.2f}, {less}")

@@ -201,3 +201,15 @@ def test_a_types_cost_is_in_cents_up_as_the_total_and_the_budget_as_typed(tmp_pa
     line = re.search(r"^  p3\.2xlarge .* \$([0-9.]+)$", done.stdout, re.M).group(1)
     total = re.search(r"^total: .* \$([0-9.]+) at catalog prices", done.stdout, re.M).group(1)
     assert line == total and "; budget $1234567\n" in done.stdout, done.stdout
+
+
+def test_a_job_the_gpu_cannot_hold_is_refused_before_anything_is_priced_or_rented(tmp_path, capsys):
+    """gpt2_xl at batch 8 on a 16 GB T4 was planned and priced ($0.15): a run would have paid the machine's
+    start-up for a profile that fails out of memory."""
+    from stash_core.cli import main
+
+    db = ["--db", str(tmp_path / "c.duckdb")]
+    job = ["--models", "gpt2_xl", "--batch-sizes", "8", "--iterations", "100"]
+    assert main(["campaign", "--cloud", "--dry-run", "--instances", "g4dn.xlarge", *job, *db]) == 2
+    err = capsys.readouterr().err
+    assert "gpt2_xl batch 8 on g4dn.xlarge: does not fit" in err and err.count("\n") == 1

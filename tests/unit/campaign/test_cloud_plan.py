@@ -148,13 +148,17 @@ def test_refusals_are_one_line(settings):
         check_budget(plan, 0.05)
     # its one profile is the least these instance types allow: fewer of anything was no way under the budget
     assert str(refused.value).endswith(
-        "and one profile alone on the cheapest, g4dn.xlarge, costs up to $0.11 with its start-up: raise "
-        "--budget-usd to at least 0.11"
+        ": raise --budget-usd to 0.11, or plan less: fewer instance types, models or batch sizes, a fixed "
+        "--iterations or a shorter --max-phase-seconds (one profile alone on the cheapest, g4dn.xlarge, "
+        "costs up to $0.11 with its start-up)"
     ), str(refused.value)
     check_budget(plan, 0.11)  # the advice followed
     two = plan_cloud(["g4dn.xlarge"], ["resnet18", "resnet50"], [32], None, settings, predict=fixed_steps)
-    with pytest.raises(UsageError, match="fewer instance types, models or batch sizes"):
-        check_budget(two, two.cost_usd - 0.001)
+    # below the least profile too: the figure to raise it to is this plan's, which then passes
+    for budget in (two.cost_usd - 0.001, 0.01):
+        with pytest.raises(UsageError, match=r"raise --budget-usd to (\d+\.\d\d), or plan less") as refused:
+            check_budget(two, budget)
+        check_budget(two, float(refused.value.args[0].split("raise --budget-usd to ")[1].split(",")[0]))
 
 
 def test_model_files_are_named_inside_the_workdir(tmp_path):
