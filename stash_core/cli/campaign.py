@@ -131,6 +131,9 @@ def cmd_campaign(args: argparse.Namespace) -> int:
 
     models = _models(args)
     check_script_options(args)
+    if str(args.iterations) != "auto" and args.target_relative_ci is not None:  # each profile would refuse it
+        raise UsageError(f"--target-ci steers --iterations auto; with --iterations {args.iterations} every "
+                         "run times that many iterations: leave one of them out")  # fmt: skip
     check_cloud_options(args)
     if args.script is not None and args.bandwidths:  # said first: with --nodes too it is refused
         raise UsageError("--bandwidths goes with models: a script's campaign runs on this machine's links")

@@ -427,3 +427,15 @@ def test_a_campaign_gives_each_profile_the_time_and_precision_asked(capsys, monk
     bad = ["campaign", "--models", "resnet10", "--max-phase-seconds", "0", "--dry-run", "--db", str(tmp_path)]
     done = stash_here(capsys, monkeypatch, *bad, cwd=tmp_path)
     assert done.returncode == 2 and "--max-phase-seconds: must be positive" in done.stderr
+
+
+def test_a_fixed_iteration_count_with_a_target_is_refused_before_the_first_profile(tmp_path, capsys):
+    """--iterations 20 --target-ci 0.1 passed --dry-run; the campaign then stopped at its first profile."""
+    from stash_core.cli.main import main
+
+    args = ["campaign", "--models", "bert_tiny", "--batch-sizes", "3", "--workers", "1", "--iterations", "20",
+            "--target-ci", "0.1", "--db", str(tmp_path / "c.duckdb")]  # fmt: skip
+    for dry in (["--dry-run"], []):
+        assert main([*args, *dry]) == 2
+        assert "--target-ci steers --iterations auto" in capsys.readouterr().err
+    assert not (tmp_path / "c.duckdb").exists()
