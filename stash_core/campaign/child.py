@@ -37,7 +37,7 @@ def read_request(path: Path) -> dict[str, Any]:
 def run_request(request: dict[str, Any]) -> int:
     """Plan, refuse above the budget, run; the exit status."""
     from stash_core.campaign.cloud import load_sky, run_cloud_campaign, summary
-    from stash_core.campaign.cloud_plan import cents_up, check_budget, plan_cloud
+    from stash_core.campaign.cloud_plan import check_budget, plan_cloud
     from stash_core.campaign.plan import CampaignSettings
     from stash_core.campaign.skypilot_task import INSTALL_HINT, skypilot_installed
 
@@ -51,7 +51,7 @@ def run_request(request: dict[str, Any]) -> int:
         raise UsageError(INSTALL_HINT)
     todo = sum(len(item.todo) for item in plan.instances)
     say(f"cloud campaign: {len(plan.instances)} instance type(s), {todo} profile(s) to run, "
-        f"${cents_up(plan.cost_usd):.2f} at catalog prices planned")  # fmt: skip
+        f"${plan.cost_said_usd:.2f} at catalog prices planned")  # fmt: skip
     if not todo:
         say("nothing to run: every configuration is stored")
         return 0

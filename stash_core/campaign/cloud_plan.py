@@ -132,6 +132,12 @@ class CloudPlan:
         return sum(plan.cost_usd for plan in self.instances)
 
     @property
+    def cost_said_usd(self) -> float:
+        """The total as said: the sum of each instance type's cost in cents rounded up, so that the rows add
+        up to it (each rounded apart, $1.28 and $0.19 read beside a total of $1.46)."""
+        return round(sum(cents_up(plan.cost_usd) for plan in self.instances), 2)
+
+    @property
     def machine_s(self) -> float:
         return sum(plan.seconds for plan in self.instances)
 
@@ -382,7 +388,7 @@ def check_budget(plan: CloudPlan, budget_usd: float | None) -> None:
     """UsageError (one line) when the plan costs more than --budget-usd."""
     if budget_usd is None or plan.cost_usd <= budget_usd:
         return
-    cost = cents_up(plan.cost_usd)
+    cost = plan.cost_said_usd
     said = f"the plan costs up to ${cost:.2f} at catalog prices, above --budget-usd {budget_usd:.15g}"
     # the least any plan of these instance types costs: one profile on one of them, its start-up included
     least = min(

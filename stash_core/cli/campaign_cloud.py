@@ -136,7 +136,7 @@ def print_plan(plan: Any, budget_usd: float | None, iterations: str | int | None
     budget = f"; budget ${budget_usd:.15g}" if budget_usd is not None else ""  # as typed, never 1.2e+06
     dates = ", ".join(plan.price_dates)
     print(
-        f"total: {_minutes(plan.machine_s)} of machine time, ${cp.cents_up(plan.cost_usd):.2f} at catalog "
+        f"total: {_minutes(plan.machine_s)} of machine time, ${plan.cost_said_usd:.2f} at catalog "
         "prices (prices "
         f"of {dates}); about {_minutes(plan.wall_s)} with --parallel {plan.parallel}{budget}"
     )

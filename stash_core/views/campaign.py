@@ -177,7 +177,7 @@ def plan(db_path: Path | str, request: CampaignRequest) -> CampaignPlan:
         cloud_plan.check_budget(found, request.budget_usd)
     except UsageError:  # the command's rule; the page's words
         refusal = (
-            f"Refused: the plan costs up to ${cloud_plan.cents_up(found.cost_usd):.2f} at catalog prices, "
+            f"Refused: the plan costs up to ${found.cost_said_usd:.2f} at catalog prices, "
             "above the budget of "
             f"${usd_words(request.budget_usd)}. Fewer instance types, models or batch sizes, or a fixed "
             "number of iterations, cost less."
@@ -185,7 +185,7 @@ def plan(db_path: Path | str, request: CampaignRequest) -> CampaignPlan:
     tasks = [] if refusal else task_texts(found, settings, request.idle_minutes)
     return CampaignPlan(
         instances=instance_frame(found), prices=price_frame(found, db_path), machine_s=found.machine_s,
-        wall_s=found.wall_s, cost_usd=found.cost_usd, price_dates=list(found.price_dates),
+        wall_s=found.wall_s, cost_usd=found.cost_said_usd, price_dates=list(found.price_dates),
         parallel=found.parallel, spot=found.spot, total_text=total_text(found, request.budget_usd),
         assumptions=assumptions_text(), notes=list(found.notes), refusal=refusal, tasks=tasks,
         price_warning=found.price_warning,
@@ -205,7 +205,7 @@ def instance_frame(found: cloud_plan.CloudPlan) -> pd.DataFrame:
             "runs": f"{len(item.todo)} to run, {len(item.stored)} stored",
             "time_min": "{:.1f} + {:.1f} = {:.1f}".format(*minutes),
             "basis": ", ".join(sorted({estimate.basis for estimate in item.todo})) or "nothing to run",
-            "cost_usd": item.cost_usd, "cloud": offer.provider, "region": offer.region,
+            "cost_usd": cost_said_usd(item.cost_usd), "cloud": offer.provider, "region": offer.region,
             "pricing": offer.pricing, "to_run": len(item.todo), "stored": len(item.stored),
             "profiling_min": minutes[0], "startup_min": minutes[1], "machine_min": minutes[2],
         })  # fmt: skip
@@ -242,7 +242,7 @@ def total_text(found: cloud_plan.CloudPlan, budget_usd: float | None) -> str:
     at_once = (
         f"{found.parallel} instance types at once" if found.parallel > 1 else "one instance type at a time"
     )
-    cost = cost_said_usd(found.cost_usd)
+    cost = found.cost_said_usd
     return (
         f"Total: {_minutes(found.machine_s)} of machine time, ${cost:.2f} at catalog prices "
         f"(prices of {dates}); about {_minutes(found.wall_s)} from start to end with {at_once}{budget}"

@@ -163,7 +163,7 @@ def test_a_budget_refusal_never_reads_as_the_budget_itself():
     budget of that figure meets."""
     from types import SimpleNamespace
 
-    from stash_core.campaign.cloud_plan import check_budget
+    from stash_core.campaign.cloud_plan import cents_up, check_budget
     from stash_core.errors import UsageError
 
     item = SimpleNamespace(overhead_s=0.0, todo=[SimpleNamespace(seconds=3600.0)],
@@ -171,7 +171,8 @@ def test_a_budget_refusal_never_reads_as_the_budget_itself():
     for cost, budget, said in ((1.0345, 1.03, "$1.04"), (1.2, 1.03, "$1.20"), (1.0301, 1.03, "$1.04")):
         refused = f"costs up to \\{said} at catalog prices, above --budget-usd 1.03"
         with pytest.raises(UsageError, match=refused):
-            check_budget(SimpleNamespace(cost_usd=cost, instances=[item]), budget)
+            plan = SimpleNamespace(cost_usd=cost, cost_said_usd=cents_up(cost), instances=[item])
+            check_budget(plan, budget)
 
 
 def test_the_total_printed_is_a_budget_the_plan_meets(tmp_path, capsys, monkeypatch):

@@ -227,3 +227,16 @@ def test_a_cloud_campaign_times_its_profiles_as_they_run_in_pytorchs_default(tmp
     as_run = predict_instances(tmp_path / "x.duckdb", "resnet50", 64, instances=["a2-highgpu-1g"],
                                workers_per_instance=1, precision="pytorch")  # fmt: skip
     assert steps["a2-highgpu-1g"][0] == pytest.approx(float(as_run.frame["iteration_s"].iloc[0]))
+
+
+def test_the_total_said_is_the_sum_of_the_rows_said():
+    """Rows of $1.28 and $0.19 stood above a total of $1.46: each figure was rounded up to the cent apart."""
+    from types import SimpleNamespace
+
+    from stash_core.campaign.cloud_plan import CloudPlan, cents_up
+
+    rows = [SimpleNamespace(cost_usd=1.2745), SimpleNamespace(cost_usd=0.1851)]
+    plan = CloudPlan.__new__(CloudPlan)
+    plan.instances = rows
+    assert [cents_up(row.cost_usd) for row in rows] == [1.28, 0.19]
+    assert plan.cost_said_usd == 1.47 and cents_up(plan.cost_usd) == 1.46

@@ -58,7 +58,8 @@ def test_the_plan_per_instance_type_against_a_hand_computation(db: Path) -> None
         assert (row["cloud"], row["region"], row["to_run"], row["stored"]) == ("aws", "us-east-1", 1, 0)
         assert row["startup_min"] == pytest.approx(START_UP_MIN)  # launch 5 + set-up 5 + teardown 1
         assert row["machine_min"] == pytest.approx(row["startup_min"] + row["profiling_min"])
-        assert row["cost_usd"] == pytest.approx(row["machine_min"] / 60 * usd_per_h)
+        # in cents rounded up, as the rows and their total are said (the rows add up to the total)
+        assert row["cost_usd"] == pytest.approx(cloud_plan.cents_up(row["machine_min"] / 60 * usd_per_h))
         # what the page shows of them, in words
         assert (row["where"], row["runs"]) == ("aws/us-east-1", "1 to run, 0 stored")
         assert (
