@@ -179,6 +179,9 @@ def cmd_campaign(args: argparse.Namespace) -> int:
     else:
         plan = plan_campaign(models, args.batch_sizes, workers, args.nodes, args.bandwidths, args.instance)
     check_measurable_plan(plan, settings)
+    from stash_core.campaign.machine_label import refuse_contradicted_label
+
+    refuse_contradicted_label(settings.db_path, args.instance)  # each rerun would profile it again
     if settings.device == "cuda":  # every profile would refuse it: said before the plan is approved
         from stash_core.engine.machine import cuda_device_count
 

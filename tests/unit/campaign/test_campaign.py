@@ -439,3 +439,19 @@ def test_a_fixed_iteration_count_with_a_target_is_refused_before_the_first_profi
         assert main([*args, *dry]) == 2
         assert "--target-ci steers --iterations auto" in capsys.readouterr().err
     assert not (tmp_path / "c.duckdb").exists()
+
+
+def test_a_label_this_machine_contradicts_is_refused_before_anything_runs(tmp_path, capsys, monkeypatch):
+    """--instance g5.xlarge on a machine without a GPU ran, was set aside as contradicted, and every rerun
+    showed it "to run" again, adding another mislabelled run each time."""
+    from stash_core.cli.main import main
+    from stash_core.measure import nvml
+
+    monkeypatch.setattr(nvml, "gpu_status", lambda: (False, "no GPU: NVML library not found"))
+    args = ["campaign", "--models", "bert_tiny", "--batch-sizes", "2", "--workers", "1", "--iterations", "20",
+            "--dry-run", "--db", str(tmp_path / "c.duckdb")]  # fmt: skip
+    assert main([*args, "--instance", "g5.xlarge"]) == 2
+    err = capsys.readouterr().err
+    assert "--instance g5.xlarge: the machine has no GPU" in err and "g5.xlarge has 1 NVIDIA A10G" in err
+    for fitting in ("mylab", "c5.2xlarge"):  # a name of its own; a CPU instance type
+        assert main([*args, "--instance", fitting]) == 0
