@@ -109,6 +109,16 @@ def model_file_stamp(ref: str) -> tuple[int, int] | None:
 MODEL_FILE_MAX_BYTES = 64 * 2**20  # a model file is code: anything larger is not hashed (no identity kept)
 
 
+def model_identity(ref: str, sha256: str | None) -> str:
+    """What tells one model from another where runs are matched to a plan: a user's FILE.py:FACTORY by its
+    contents' hash and its factory (typed as m.py, ./m.py or /abs/m.py, or from another folder, it is one
+    model), where the hash is known; anything else by canonical_model."""
+    name = canonical_model(ref)
+    if sha256 and model_file(name):
+        return f"sha256:{sha256}:{name.rpartition(':')[2]}"
+    return name
+
+
 def model_file_sha256(ref: str) -> str | None:
     """The sha256 of a user model's FILE.py contents (FILE.py:FACTORY), which a profile keeps: two files of
     one name (an edited file, another folder's) are two models; None for a zoo name, a module's factory or a

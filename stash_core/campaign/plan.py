@@ -32,9 +32,9 @@ from stash_core.spec_parse import one_per_rate, parse_iterations, parse_stalls
 from stash_core.zoo_names import (
     SCRIPT_PREFIX,
     ZOO_NAMES,
-    canonical_model,
     close_zoo_names,
     model_file_sha256,
+    model_identity,
     refuse_other_input,
 )
 
@@ -62,9 +62,10 @@ class CampaignItem:
 
     @property
     def key(self) -> tuple:
-        """What a stored run must match to count as this configuration (a model as it is stored)."""
-        return (canonical_model(self.model), self.batch_size, self.workers_per_node, self.nodes,
-                self.instance, self.script_sha256, self.script_args)  # fmt: skip
+        """What a stored run must match to count as this configuration (a model file by its contents)."""
+        model = model_identity(self.model, model_file_sha256(self.model))
+        return (model, self.batch_size, self.workers_per_node, self.nodes, self.instance, self.script_sha256,
+                self.script_args)  # fmt: skip
 
     def describe(self) -> str:
         if self.script is not None:
@@ -198,7 +199,8 @@ def completed_keys(db_path: Path | str) -> dict[tuple, list[dict[str, Any]]]:
         if is_missing(row.workers_per_node) or is_missing(row.nodes) or row.run_id in set_aside:
             continue
         sizes = (int(row.workers_per_node), int(row.nodes), str(row.instance))
-        model = canonical_model(str(row.model))  # a run stored before names were written one way
+        sha256 = None if is_missing(row.model_sha256) else str(row.model_sha256)
+        model = model_identity(str(row.model), sha256)  # a model file by its contents, however typed
         if model.startswith(SCRIPT_PREFIX):  # its batch is what it measured (or none): not the key
             if is_missing(row.script_sha256):
                 continue

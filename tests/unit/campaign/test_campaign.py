@@ -308,6 +308,13 @@ def test_a_model_file_s_stored_run_counts_under_either_spelling_and_only_while_t
     stored["model"]["name"] = "./m.py:make"
     ingest_result(settings.db_path, stored)
     assert split_done(plan, settings) == ([], plan)
+    # the same file typed by its absolute path, or from its own folder's parent: counted stored as well
+    spellings = ((f"{tmp_path}/m.py:make", tmp_path), (f"{tmp_path.name}/m.py:make", tmp_path.parent))
+    for typed, folder in spellings:
+        monkeypatch.chdir(folder)
+        again = plan_campaign([typed], [8], [2], [1], instance="lab")
+        assert split_done(again, settings) == ([], again), typed
+    monkeypatch.chdir(tmp_path)
     (tmp_path / "m.py").write_text("def make():\n    return 1\n")
     assert split_done(plan, settings) == (plan, [])
 
