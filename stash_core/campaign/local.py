@@ -65,7 +65,13 @@ def run_campaign(
     for index, item in enumerate(todo):
         report(f"[{index + 1}/{len(todo)}] {item.describe()}  {eta_text(durations, len(todo) - index)}")
         item_started = time.monotonic()
-        result = runner(item, settings, on_event)
+        try:
+            result = runner(item, settings, on_event)
+        except KeyboardInterrupt:  # Ctrl-C, SIGTERM: what was done, and that the same command goes on
+            report(f"interrupted in [{index + 1}/{len(todo)}] {item.describe()} (its profile saves what it "
+                   f"measured, marked interrupted): {len(outcome.completed)} profiled before it; the same "
+                   "command again runs what is left")  # fmt: skip
+            raise
         durations.append(time.monotonic() - item_started)
         if result.get("status") == "completed":
             outcome.completed.append((item, result.get("run_id") or ""))

@@ -462,3 +462,21 @@ def test_a_label_this_machine_contradicts_is_refused_before_anything_runs(tmp_pa
     assert "--instance g5.xlarge: the machine has no GPU" in err and "g5.xlarge has 1 NVIDIA A10G" in err
     for fitting in ("mylab", "c5.2xlarge"):  # a name of its own; a CPU instance type
         assert main([*args, "--instance", fitting]) == 0
+
+
+def test_an_interrupted_campaign_says_what_it_did_and_that_the_same_command_goes_on(tmp_path):
+    """Ctrl-C in the third profile printed "stash: interrupted" alone: nothing of the two profiled."""
+    settings = CampaignSettings(db_path=tmp_path / "c.duckdb")
+    plan = plan_campaign(["resnet10", "resnet18", "resnet34"], [8], [2], [1], instance="lab")
+    stored = FakeRunner()
+
+    def interrupted_third(item, settings_, on_event):
+        if len(stored.calls) == 2:
+            raise KeyboardInterrupt
+        return stored(item, settings_, on_event)
+
+    lines: list[str] = []
+    with pytest.raises(KeyboardInterrupt):
+        run_campaign(plan, settings, runner=interrupted_third, report=lines.append)
+    assert lines[-1].startswith("interrupted in [3/3] resnet34 batch 8, 2 worker(s)")
+    assert lines[-1].endswith(": 2 profiled before it; the same command again runs what is left")
