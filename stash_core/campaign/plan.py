@@ -3,10 +3,10 @@
 
 A campaign is the product models x batch sizes x workers per node x nodes (x link bandwidths, for multi-node
 configurations on the emulated cluster), or a user's training script (with its arguments) x workers per node
-x nodes. Re-running the same campaign skips the configurations stored as completed (same model, batch size,
-workers per node, nodes and instance label; for a script the same contents and arguments instead of the
-batch, which the script chooses) where the stored run measured what the campaign asks (covers: device, input
-shape, classes, stalls), which makes a campaign resumable after Ctrl-C, a reboot or a failed profile.
+x nodes. Re-running the same campaign skips the configurations stored as completed (same model, a model
+file by its contents, batch size, workers per node, nodes and instance label; for a script the same contents
+and arguments instead of the batch, which the script chooses) where the stored run measured what the campaign
+asks (covers: device, input shape, classes, stalls): a campaign resumes after Ctrl-C, a reboot or a failure.
 
 Emulated bandwidths are recorded in the instance label ("<instance>@<bandwidth>", e.g. "local@1gbit"), which
 is how resume tells them apart and how the stall fits read the bandwidth back.
@@ -20,11 +20,11 @@ import re
 import shlex
 import socket
 import sys
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from stash_core.campaign.result_names import result_file
 from stash_core.campaign.shapes import shape_for
 from stash_core.errors import UsageError
 from stash_core.spec import ProfileSpec, script_model_name, script_sha256
@@ -371,10 +371,8 @@ def profile_args(item: CampaignItem, settings: CampaignSettings) -> list[str]:
     engine/profile_child.py)."""
     args = profile_spec(item, settings).to_argv()
     if settings.results_dir is not None:
-        parts = item.key[:5] if item.script is None else (*item.key[:5], f"s{str(item.script_sha256)[:12]}")
-        safe = "_".join(str(part) for part in parts).replace("/", "-").replace("@", "_at_").replace(":", "-")
-        safe = safe.lstrip(".-") or "model"  # ./m.py:make, /abs/m.py: no hidden file, no option-like name
-        out = Path(settings.results_dir) / f"{safe}-{int(time.time())}.json"
+        out = result_file(Path(settings.results_dir), item.model, item.batch_size, item.workers_per_node,
+                          item.nodes, item.instance, item.script_sha256 if item.script is not None else None)
         args = with_options(args, f"--out={out}")  # "=": a folder named "-r" stays a value
     return with_options(args, *settings.extra_args)
 

@@ -480,3 +480,15 @@ def test_an_interrupted_campaign_says_what_it_did_and_that_the_same_command_goes
         run_campaign(plan, settings, runner=interrupted_third, report=lines.append)
     assert lines[-1].startswith("interrupted in [3/3] resnet34 batch 8, 2 worker(s)")
     assert lines[-1].endswith(": 2 profiled before it; the same command again runs what is left")
+
+
+def test_a_script_s_result_file_names_no_batch_and_a_model_file_s_no_hash(tmp_path):
+    """A script's file was named "script-train.py_None_2_1_..." and each name ended in Unix seconds."""
+    import re
+
+    from stash_core.campaign.result_names import result_file
+
+    script = result_file(tmp_path, "script:train.py", None, 2, 1, "vm", "95bdf97c7569aaaa")
+    assert re.fullmatch(r"script-train\.py_2_1_vm_s95bdf97c7569-\d{8}T\d{6}Z\.json", script.name), script.name
+    model = result_file(tmp_path, "./m.py:make", 8, 1, 1, "box@1gbit")
+    assert re.fullmatch(r"m\.py-make_8_1_1_box_at_1gbit-\d{8}T\d{6}Z\.json", model.name), model.name
