@@ -60,11 +60,24 @@ def check_cloud_options(args: argparse.Namespace) -> None:
         raise UsageError("--cloud profiles one machine per instance type: leave out --nodes and --bandwidths")
 
 
+def refuse_cpu_on_gpus(names: list[str], db_path: Any) -> None:
+    """--device cpu on GPU instance types: the GPU rented would sit idle (and the plan was timed as GPU
+    runs)."""
+    from stash_core.catalog import get_instance
+
+    gpus = [name for name in names if ((get_instance(db_path, name) or {}).get("accelerator_count") or 0) > 0]
+    if gpus:
+        raise UsageError(f"--device cpu with --cloud on GPU instance types ({', '.join(gpus)}): the GPU "
+                         "rented would sit idle; leave --device out, or rent CPU instance types")  # fmt: skip
+
+
 def cmd_cloud(args: argparse.Namespace, models: list[str], settings: Any) -> int:
     """Plan, print, and (without --dry-run) run the cloud campaign."""
     from stash_core.campaign.skypilot_task import INSTALL_HINT, SkyCheck, skypilot_installed
 
     check_models_build(models, settings, cloud=True)
+    if settings.device == "cpu":
+        refuse_cpu_on_gpus(args.instances, settings.db_path)
 
     if args.dry_run:
         # SkyPilot's check starts first: its import runs beside the planning

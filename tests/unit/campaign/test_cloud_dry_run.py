@@ -214,3 +214,14 @@ def test_a_job_the_gpu_cannot_hold_is_refused_before_anything_is_priced_or_rente
     assert main(["campaign", "--cloud", "--dry-run", "--instances", "g4dn.xlarge", *job, *db]) == 2
     err = capsys.readouterr().err
     assert "gpt2_xl batch 8 on g4dn.xlarge: does not fit" in err and err.count("\n") == 1
+
+
+def test_a_cpu_campaign_on_gpu_instance_types_is_refused(tmp_path, capsys):
+    """--cloud --device cpu on g5.xlarge was planned with the GPU's step time and ran on its CPU."""
+    from stash_core.cli import main
+
+    args = ["campaign", "--cloud", "--dry-run", "--instances", "g5.xlarge", "--models", "resnet50",
+            "--batch-sizes", "64", "--iterations", "500", "--db", str(tmp_path / "c.duckdb")]  # fmt: skip
+    assert main([*args, "--device", "cpu"]) == 2
+    assert "--device cpu with --cloud on GPU instance types (g5.xlarge)" in capsys.readouterr().err
+    assert main(args) == 0
