@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from stash_core.cli.args import add_db_argument, comma_list, count, db_path, identifier
@@ -201,6 +202,9 @@ def cmd_campaign(args: argparse.Namespace) -> int:
     def report(line: str) -> None:
         print(printable(line), file=sys.stderr, flush=True)
 
+    if not Path(settings.db_path).exists():  # a mistyped --db would profile everything again, unsaid
+        report(f"note: {settings.db_path} does not exist yet: this campaign starts a new database there, "
+               "so nothing counts as stored")  # fmt: skip
     outcome = run_campaign(plan, settings, report=report)
     print(
         f"campaign: {len(outcome.completed)} profiled, {len(outcome.skipped)} already stored, "

@@ -492,3 +492,19 @@ def test_a_script_s_result_file_names_no_batch_and_a_model_file_s_no_hash(tmp_pa
     assert re.fullmatch(r"script-train\.py_2_1_vm_s95bdf97c7569-\d{8}T\d{6}Z\.json", script.name), script.name
     model = result_file(tmp_path, "./m.py:make", 8, 1, 1, "box@1gbit")
     assert re.fullmatch(r"m\.py-make_8_1_1_box_at_1gbit-\d{8}T\d{6}Z\.json", model.name), model.name
+
+
+def test_a_campaign_on_a_database_that_does_not_exist_says_so_at_its_start(tmp_path, capsys, monkeypatch):
+    """A mistyped --db profiled every configuration again without a word."""
+    from stash_core.campaign import local
+    from stash_core.campaign.local import CampaignOutcome
+    from stash_core.cli.main import main
+
+    monkeypatch.setattr(local, "run_campaign", lambda plan, settings, report: CampaignOutcome(planned=plan))
+    db = tmp_path / "typo.duckdb"
+    args = ["campaign", "--models", "resnet10", "--batch-sizes", "2", "--workers", "1", "--db", str(db)]
+    assert main(args) == 0
+    assert f"note: {db} does not exist yet: this campaign starts a new database" in capsys.readouterr().err
+    ingest_result(db, result_doc())
+    assert main(args) == 0
+    assert "does not exist" not in capsys.readouterr().err
