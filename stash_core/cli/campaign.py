@@ -31,10 +31,18 @@ from stash_core.userfiles import nearest_existing
 # The campaign is imported inside the functions: building `stash --help` must not load pandas.
 
 
+CAMPAIGN_STALLS = ("compute", "interconnect", "network")  # synthetic batches: no CPU or disk stall
+
+
 def _campaign_stalls(text: str) -> str:
     """--stalls of a campaign: its profiles run synthetic batches made on the device, so CPU and disk stalls
-    (real data) are refused here, not by the first profile that would be asked for them."""
-    _checked(parse_stalls)(text)
+    (real data) are refused here, not by the first profile that would be asked for them; a name of no stall
+    is told the campaign's three, not all five."""
+    try:
+        parse_stalls(text)
+    except UsageError:
+        known = ", ".join(CAMPAIGN_STALLS)
+        raise argparse.ArgumentTypeError(f"expected a comma list of {known}, got {text[:60]!r}") from None
     data = [stall for stall in parse_stalls(text) if stall in ("cpu", "disk")]
     if data:
         raise argparse.ArgumentTypeError(
@@ -246,8 +254,11 @@ def check_script_options(args: argparse.Namespace) -> None:
     options = (("--batch-sizes", args.batch_sizes), ("--input-shape", args.input_shape),
                ("--num-classes", args.num_classes), ("--depths", args.depths))  # fmt: skip
     given = [flag for flag, value in options if value]
+    if given == ["--depths"]:
+        raise UsageError("--depths does not go with --script: it picks the models of a --family")
     if given:
-        raise UsageError(f"{given[0]} does not go with --script: the script sets its own batch and data")
+        flag = next(flag for flag in given if flag != "--depths")
+        raise UsageError(f"{flag} does not go with --script: the script sets its own batch and data")
 
 
 def _models(args: argparse.Namespace) -> list[str]:

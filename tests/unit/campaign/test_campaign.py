@@ -508,3 +508,11 @@ def test_a_campaign_on_a_database_that_does_not_exist_says_so_at_its_start(tmp_p
     ingest_result(db, result_doc())
     assert main(args) == 0
     assert "does not exist" not in capsys.readouterr().err
+
+
+def test_an_unknown_stall_is_told_the_campaign_s_three(tmp_path, capsys):
+    """--stalls foo was told "choose from compute, interconnect, network, cpu, disk", and cpu then refused."""
+    from stash_core.cli.main import main
+
+    assert main(["campaign", "--models", "resnet10", "--stalls", "foo", "--dry-run"]) == 2
+    assert "expected a comma list of compute, interconnect, network, got 'foo'" in capsys.readouterr().err

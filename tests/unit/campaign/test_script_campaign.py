@@ -79,11 +79,13 @@ def test_a_cloud_script_campaign_runs_the_script_from_the_workdir_with_its_argum
     [
         (["--batch-sizes", "8"], "--batch-sizes does not go with --script"),
         (["--input-shape", "3,32,32"], "--input-shape does not go with --script"),
+        # said as what it is for: "the script sets its own batch and data" did not fit it
+        (["--depths", "10"], "--depths does not go with --script: it picks the models of a --family"),
         (["--bandwidths", "1gbit", "--nodes", "2"], "--bandwidths goes with models"),
         # said at once: it asked for --nodes, which then was refused too
         (["--bandwidths", "1gbit"], "--bandwidths goes with models"),
     ],
-    ids=["batch", "shape", "bandwidths", "bandwidths-alone"],
+    ids=["batch", "shape", "depths", "bandwidths", "bandwidths-alone"],
 )
 def test_what_a_script_sets_itself_is_refused_with_it(extra, says, tmp_path, capsys, monkeypatch):
     result = stash_here(capsys, monkeypatch, "campaign", "--script", str(SCRIPT), *extra, "--dry-run",
