@@ -153,9 +153,12 @@ def comma_list(rule: Callable[[str], Any], most: int = 64) -> Callable[[str], li
     """argparse type of a comma list, each item read by `rule`: at least one, at most `most`."""
 
     def read(text: str) -> list[Any]:
-        parts = [part.strip() for part in text.split(",") if part.strip()]
-        if not parts:
+        parts = [part.strip() for part in text.split(",")]
+        if not any(parts):
             raise argparse.ArgumentTypeError(f"expected a comma list, got {text!r}")
+        if not all(parts):  # "resnet10,,bert_tiny": a name left out, or a comma too many
+            said = f"an empty item in {text[:200]!r}: two commas in a row, or one at an end"
+            raise argparse.ArgumentTypeError(said)
         if len(parts) > most:
             raise argparse.ArgumentTypeError(f"at most {most} items, got {len(parts)}")
         return [rule(part) for part in parts]

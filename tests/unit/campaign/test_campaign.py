@@ -516,3 +516,12 @@ def test_an_unknown_stall_is_told_the_campaign_s_three(tmp_path, capsys):
 
     assert main(["campaign", "--models", "resnet10", "--stalls", "foo", "--dry-run"]) == 2
     assert "expected a comma list of compute, interconnect, network, got 'foo'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("models", ["resnet10,,bert_tiny", "resnet10,"])
+def test_an_empty_item_of_a_list_is_refused_not_dropped(models, capsys):
+    """--models resnet10,,bert_tiny was taken as two models without a word about the one left out."""
+    from stash_core.cli.main import main
+
+    assert main(["campaign", "--models", models, "--dry-run"]) == 2
+    assert "an empty item in" in capsys.readouterr().err
