@@ -187,7 +187,8 @@ def cmd_cluster(args) -> int:
         # the folder given names what was looked for, not a name guessed from its path
         which = f"with its state in {state_dir}" if name is None and state_dir else name or "default"
         print("\n".join(actions) if actions else f"no emulated cluster {which} was up")
-        return 0
+        # a cluster whose state is elsewhere is still up: a script must not read that as taken down
+        return 1 if any(action.startswith(cluster.LEFT_ALONE) for action in actions) else 0
     if args.cluster_command == "status":
         status = cluster.cluster_status(state_dir, name)
         if not status["nodes"] and not args.json:  # a live cluster, its state in another folder: no stray

@@ -87,6 +87,9 @@ def test_two_clusters_side_by_side_and_down_takes_only_its_own(made, tmp_path):
         cluster.cluster_up(1, state_dir=tmp_path / "ta-again", name=TA)
     actions = cluster.cluster_down(tmp_path / "ta-again", name=TA)
     assert any(f"left the namespaces of the emulated cluster {TA} alone" in action for action in actions)
+    # the command says it as a failure: the cluster is still up (it exited 0, as if taken down)
+    left = _stash("cluster", "down", "--name", TA, "--state-dir", str(tmp_path / "ta-again"))
+    assert left.returncode == 1 and f"emulated cluster {TA} alone" in left.stdout, (left.stdout, left.stderr)
     # an address range in use: refused before anything is made
     with pytest.raises(UsageError, match=f"address range {a['subnet']} is already in use"):
         cluster.cluster_up(1, state_dir=tmp_path / "tx", name=TX, subnet=a["subnet"])

@@ -12,6 +12,7 @@ parsers below. The parts:
 """
 
 from stash_core.launch.cluster.lifecycle import (
+    LEFT_ALONE,
     cluster_down,
     cluster_support_problem,
     cluster_up,
@@ -35,6 +36,7 @@ __all__ = [
     "DEFAULT_NAME",
     "DEFAULT_STATE_DIR",
     "HUB_NAMESPACE",
+    "LEFT_ALONE",
     "MAX_NODES",
     "NODE_IFNAME",
     "WORKER_ENV",

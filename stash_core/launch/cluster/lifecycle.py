@@ -259,6 +259,9 @@ def _add_node(
 # ---------------------------------------------------------------- down
 
 
+LEFT_ALONE = "left the namespaces of the emulated cluster"  # its action's words: the cluster is still up
+
+
 def cluster_down(state_dir: Path | None = None, name: str | None = None) -> list[str]:
     """Take one emulated cluster down: its processes, namespaces, links (with their qdiscs), state files.
 
@@ -291,8 +294,8 @@ def _take_down(name: str, state_dir: Path) -> list[str]:
     owner = _foreign_owner(layout, state_dir)
     if owner is not None:
         actions.append(
-            f"left the namespaces of the emulated cluster {name} alone: they belong to the one whose "
-            f"state is in {owner}"
+            f"{LEFT_ALONE} {name} alone: they belong to the one whose state is in {owner} (`stash cluster "
+            f"down --name {name} --state-dir {owner}` takes it down)"
         )
     else:
         for namespace in net.live_namespaces(layout):
