@@ -67,7 +67,8 @@ def add_commands(subparsers, parser_class: type[argparse.ArgumentParser] | None 
         dest="cluster_command", required=True, parser_class=parser_class
     )
     up = cluster_commands.add_parser("up", help="create a cluster of N nodes (root)")
-    up.add_argument("--nodes", type=count(MAX_NODES), required=True)
+    up.add_argument("--nodes", type=count(MAX_NODES), required=True,
+                    help=f"machines to emulate, each a network namespace with an sshd (at most {MAX_NODES})")
     up.add_argument(
         "--bandwidth",
         type=rate_text(True),
