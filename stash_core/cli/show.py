@@ -160,6 +160,8 @@ def format_stored_run(run: dict, db_path: Path | str | None = None) -> str:
     script_args = spec.get("script_args")
     if script_args and isinstance(script_args, list):  # part of the configuration: another is another job
         lines.append(f"script arguments: -- {one_line(shlex.join(str(arg) for arg in script_args))}")
+    if machines := machines_line(spec):
+        lines.append(machines)
     label_warning = _label_check(run, db_path).warning
     if label_warning:
         lines.append(f"warning: {one_line(label_warning)}")
@@ -185,6 +187,26 @@ def format_stored_run(run: dict, db_path: Path | str | None = None) -> str:
     elif run.get("status") == "completed":
         lines.append("no stall breakdown: the run has no valid iteration time stored")
     return "\n".join(lines)
+
+
+def machines_line(spec: dict) -> str | None:
+    """The machines a run spanned, as its spec records them: the emulated cluster's name and links (what it
+    emulated of them), or the hosts; None on this machine alone."""
+    network = spec.get("network") if isinstance(spec.get("network"), dict) else {}
+    if spec.get("cluster") == "emulated":
+        rate = network.get("rate_bps")
+        links = "links unlimited"
+        if isinstance(rate, int | float) and rate:
+            links = f"links {rate / 1e6:g} Mbit/s"
+        if network.get("netem"):
+            links += f", delay {network.get('latency_us') or 0} us, loss {network.get('loss_pct') or 0:g}%"
+        elif network.get("latency_us") or network.get("loss_pct"):
+            links += " (delay and loss not emulated: no netem)"
+        return one_line(f"machines: emulated cluster {spec.get('cluster_name') or 'default'}, {links}")
+    hosts = spec.get("hosts")
+    if isinstance(hosts, list) and hosts:
+        return one_line(f"machines: hosts {', '.join(str(host) for host in hosts)}")
+    return None
 
 
 def _field(row: dict, key: str, missing: str = "-") -> str:
