@@ -1,5 +1,5 @@
 """`stash show` says which machines a run spanned: the emulated cluster and its links as they were emulated
-(a delay asked without netem is not), or the hosts; the text said neither, only the probe table's link limit."""
+(a delay asked without netem is not), or the hosts; the text said neither, only the probe table's limit."""
 
 from __future__ import annotations
 
