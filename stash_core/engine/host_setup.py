@@ -7,6 +7,7 @@ from stash_core.errors import UsageError
 from stash_core.launch.hosts import RemoteHosts, check_hosts, version_warnings
 from stash_core.launch.multinode_preflight import check_master_address
 from stash_core.spec import ProfileSpec
+from stash_core.zoo_names import model_file
 
 
 def settle_on_hosts(
@@ -16,7 +17,7 @@ def settle_on_hosts(
     first one, and return how many workers the single-machine reference R1 gets."""
 
     reporter.message(f"checking {len(remote.targets)} host(s): {', '.join(remote.host_names)}")
-    infos = check_hosts(remote)
+    infos = check_hosts(remote, files=files_of(spec))
     doc["hosts"] = [
         {key: info.get(key) for key in ("host", "hostname", "python_version", "torch_version",
                                         "stash_version", "cpu_count", "gpu_count", "gpu_status")}
@@ -49,6 +50,14 @@ def settle_on_hosts(
     if warning := shared_cores_warning(spec, remote, int(first.get("cpu_count") or 1)):
         warnings.append(warning)
     return reference_workers
+
+
+def files_of(spec: ProfileSpec) -> tuple[str, ...]:
+    """The files the workers on hosts over ssh read as given (from --workdir): a model file (FILE.py of
+    FILE.py:FACTORY) and a script; none on the emulated cluster, whose nodes read this machine's files."""
+    if spec.cluster == "emulated":
+        return ()
+    return tuple(name for name in (model_file(spec.model or ""), spec.script) if name)
 
 
 def shared_cores_warning(spec: ProfileSpec, remote: RemoteHosts, cores: int) -> str | None:

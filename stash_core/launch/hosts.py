@@ -265,12 +265,16 @@ def _link_text(link: dict) -> str:
     return f"{rate_text}, delay {link.get('latency_us') or 0} us, loss {link.get('loss_pct') or 0:g}%"
 
 
-def check_hosts(remote: RemoteHosts, timeout_s: float = HOST_CHECK_TIMEOUT_S) -> list[dict]:
-    """remote_check on every host in parallel: python, torch, Stash, GPUs. The first failing host raises."""
+def check_hosts(
+    remote: RemoteHosts, timeout_s: float = HOST_CHECK_TIMEOUT_S, files: tuple[str, ...] = ()
+) -> list[dict]:
+    """remote_check on every host in parallel: python, torch, Stash, GPUs, and `files` (a model file, a
+    script) there. The first failing host raises."""
 
     def check(target: SshTarget) -> dict:
         try:
-            info = remote_check(target, python=remote.python, workdir=remote.workdir, timeout_s=timeout_s)
+            info = remote_check(target, python=remote.python, workdir=remote.workdir, timeout_s=timeout_s,
+                                files=files)  # fmt: skip
         except (UsageError, MeasurementError):
             gone = gone_reason(target)  # say so when the cluster went away meanwhile
             if gone:
@@ -283,6 +287,9 @@ def check_hosts(remote: RemoteHosts, timeout_s: float = HOST_CHECK_TIMEOUT_S) ->
                 f"Stash not installed on {target.where} ({remote.python} cannot import stash_core)"
                 + NOT_INSTALLED_FIX
             )
+        if missing := info.get("missing_files"):  # its first run would fail there, after a failed run's save
+            raise UsageError(f"{missing[0]} is not a file on {target.where} (in {remote.workdir}, where a "
+                             "relative path is read: --workdir chooses it); copy it there")  # fmt: skip
         if info["stash_version"] != __version__:
             # its workers would speak another version's protocol: refused before any run, not failed in one
             raise UsageError(

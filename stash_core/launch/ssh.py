@@ -302,14 +302,15 @@ NOT_INSTALLED_FIX = (
 
 
 def remote_check(
-    target: SshTarget, python: str = "python3", workdir: str | None = None, timeout_s: float = 60.0
+    target: SshTarget, python: str = "python3", workdir: str | None = None, timeout_s: float = 60.0,
+    files: tuple[str, ...] = (),
 ) -> dict:
     """What the remote host has: python, torch, Stash and GPU versions/counts (remote_info's JSON).
 
     workdir, when given, is the directory the module is run from (for a checkout that is not
     pip-installed). Raises UsageError "Stash not installed on HOST" when stash_core is missing.
     """
-    module_argv = [python, "-m", "stash_core.measure.remote_info"]
+    module_argv = [python, "-m", "stash_core.measure.remote_info", *files]  # argv: never spliced into a shell
     if workdir is not None:
         # "$1" is the directory and the rest the command: positional parameters, never spliced in.
         module_argv = ["sh", "-c", 'cd -- "$1" && shift && exec "$@"', "sh", workdir, *module_argv]

@@ -1,6 +1,7 @@
 """Print, as one JSON line, what this host offers a Stash run: Python, torch, Stash and GPUs.
 
-Run remotely as ``python -m stash_core.measure.remote_info`` by ``stash_core.launch.ssh.remote_check``.
+Run remotely as ``python -m stash_core.measure.remote_info [FILE...]`` by
+``stash_core.launch.ssh.remote_check``; the FILEs (a model file, a script) are checked for being there.
 Never fails for a missing piece: each one is reported as null with a reason.
 """
 
@@ -91,10 +92,14 @@ def collect() -> dict:
     return info
 
 
-def main() -> int:
-    print(json.dumps(collect(), sort_keys=True))
+def main(files: list[str] | None = None) -> int:
+    """FILE arguments, read from the working folder as a run reads them: the ones that are no file here are
+    reported (`missing_files`), so that a model file or script the host lacks is said before any run."""
+    info = collect()
+    info["missing_files"] = [name for name in files or [] if not os.path.isfile(os.path.expanduser(name))]
+    print(json.dumps(info, sort_keys=True))
     return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(sys.argv[1:]))

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from stash_core.errors import UsageError
 from stash_core.launch import cluster, hosts
 from stash_core.launch.hosts import bottleneck_link, hosts_from_cluster, link_change_warning
-from stash_core.errors import UsageError
 from stash_core.launch.ssh import SshTarget
 from stash_core.spec import ProfileSpec
 
@@ -154,4 +154,36 @@ def test_a_wildcard_master_address_is_refused(wildcard):
     other nodes would have dialled their own."""
     with pytest.raises(UsageError, match="is no one machine's address"):
         hosts.hosts_from_names(["a:2201", "b:2202"], python="python3", master_addr=wildcard)
-    assert hosts.hosts_from_names(["a:2201", "b:2202"], master_addr="10.1.1.1").rendezvous_addr() == "10.1.1.1"
+    given = hosts.hosts_from_names(["a:2201", "b:2202"], master_addr="10.1.1.1")
+    assert given.rendezvous_addr() == "10.1.1.1"
+
+
+def test_a_model_file_a_host_lacks_is_refused_before_any_run(monkeypatch, capsys, tmp_path):
+    """`--model mlp.py:make --hosts a,b` without --workdir launched R0, which failed on the host with "model
+    file not found: mlp.py", and a failed run was saved: the files are looked for in the host check."""
+    from stash_core import __version__
+    from stash_core.engine.host_setup import files_of
+    from stash_core.measure import remote_info
+
+    asked: list[tuple] = []
+
+    def check(target, **given):
+        asked.append(given["files"])
+        missing = [name for name in given["files"] if target.host == "10.0.0.2"]
+        return {**_host_info(__version__), "missing_files": missing}
+
+    monkeypatch.setattr(hosts, "remote_check", check)
+    remote = hosts.hosts_from_names(["10.0.0.1", "10.0.0.2"], None, None, "python3", None, None, 29500, 60)
+    spec = ProfileSpec(model="mlp.py:make", batch_size=8, nodes=2, hosts=["10.0.0.1", "10.0.0.2"])
+    with pytest.raises(UsageError, match=r"mlp\.py is not a file on 10\.0\.0\.2 \(in \., where a relative"):
+        hosts.check_hosts(remote, files=files_of(spec))
+    assert asked == [("mlp.py",), ("mlp.py",)]
+    assert files_of(ProfileSpec(model="resnet18", batch_size=8)) == ()
+    # the host's side: what is no file in its working folder is named
+    import json
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "here.py").write_text("")
+    capsys.readouterr()
+    assert remote_info.main(["no-such-model.py", "here.py"]) == 0
+    assert json.loads(capsys.readouterr().out)["missing_files"] == ["no-such-model.py"]
