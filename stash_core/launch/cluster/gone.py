@@ -39,7 +39,11 @@ def is_gone(state_dir: Path) -> bool:
 def require_present(name: str, state_dir: Path) -> None:
     """UsageError with the one line of gone_message when the cluster is gone."""
     if is_gone(state_dir):
-        raise UsageError(_gone_line(name, state_dir))
+        said = _gone_line(name, state_dir)
+        others = [other for other in net.live_cluster_names() if other != name]
+        if others and said == gone_message(name):  # the one meant may be up under another name
+            said += f"; up here: {', '.join(others)} (--cluster-name NAME chooses one)"
+        raise UsageError(said)
 
 
 def _gone_line(name: str, state_dir: Path) -> str:

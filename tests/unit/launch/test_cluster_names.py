@@ -163,12 +163,22 @@ def test_gone_is_one_line_that_says_how_to_bring_it_back():
     assert gone_message("bench") == said
 
 
-def test_without_state_a_profile_hears_the_cluster_is_gone(tmp_path):
+def test_without_state_a_profile_hears_the_cluster_is_gone(tmp_path, monkeypatch):
+    monkeypatch.setattr(cluster_net, "live_cluster_names", lambda: [])  # none up here, whatever runs beside
     with pytest.raises(UsageError) as raised:
         hosts_from_cluster(2, tmp_path / "never-up")
     assert str(raised.value) == gone_message("default")
     with pytest.raises(UsageError, match="^the emulated cluster nosuchclu is not up"):
         hosts_from_cluster(2, name="nosuchclu")
+
+
+def test_a_cluster_not_up_names_the_ones_that_are(tmp_path, monkeypatch):
+    """`--cluster emulated` without --cluster-name, while only revm was up: "the emulated cluster default is
+    not up", nothing of revm."""
+    monkeypatch.setattr(cluster_net, "live_cluster_names", lambda: ["revm", "default"])
+    with pytest.raises(UsageError) as raised:
+        hosts_from_cluster(2, tmp_path / "never-up")
+    assert str(raised.value) == f"{gone_message('default')}; up here: revm (--cluster-name NAME chooses one)"
 
 
 @pytest.fixture
