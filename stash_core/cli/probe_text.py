@@ -69,7 +69,31 @@ def format_probe(probe: dict) -> str:
         lines.append(
             f"  alpha-beta fit: alpha {format_time(alpha_s)} per call, beta -> {format_rate(8 / beta / 1e9)}"
         )
+    if note := burst_note(probe):
+        lines.append(note)
     return "\n".join(lines)
+
+
+BURST_MARGIN = 1.02  # a figure this much over the emulated link's rate is no measurement error
+
+
+def burst_note(probe: dict) -> str | None:
+    """Said under a probe of the emulated cluster that read a message faster than its links' rate: tc's
+    token bucket lets a burst through at once, so messages of about that size are not limited by the rate."""
+    link_gbps = probe.get("link_gbps")
+    if not str(probe.get("machines") or "").startswith("emulated") or not isinstance(link_gbps, int | float):
+        return None
+    rows = [*(probe.get("allreduce") or []), *(probe.get("p2p") or [])]
+    faster = [row for row in rows if (row.get("algbw_gbps") or 0) > BURST_MARGIN * link_gbps]
+    if not faster or link_gbps <= 0:
+        return None
+    from stash_core.launch.cluster.shaping import burst_bytes
+
+    sizes = ", ".join(dict.fromkeys(format_size(row["size_bytes"]) for row in faster))
+    burst = format_size(burst_bytes(link_gbps * 1e9))
+    return (f"  note: {sizes} read faster than the links' {format_rate(link_gbps)}: the emulated links' "
+            f"shaper (tc's token bucket) lets {burst} through at once before its rate holds, so a message "
+            "not many times that size is not held to the rate")  # fmt: skip
 
 
 def _buckets(count: int | None) -> str:

@@ -73,8 +73,13 @@ def tbf_args(rate_bps: int) -> list[str]:
     """A tbf qdisc limiting to rate_bps, as tc arguments."""
     # The bucket must hold at least one GSO super-packet (64 KiB on veth) and a few ms of traffic,
     # or tbf cannot reach its rate at high speeds.
-    burst_bytes = max(64 * 1024, int(rate_bps / 8 * 0.004))
-    return ["tbf", "rate", f"{rate_bps}bit", "burst", str(burst_bytes), "latency", _TBF_QUEUE_LATENCY]
+    burst = str(burst_bytes(rate_bps))
+    return ["tbf", "rate", f"{rate_bps}bit", "burst", burst, "latency", _TBF_QUEUE_LATENCY]
+
+
+def burst_bytes(rate_bps: float) -> int:
+    """What the tbf lets through at once before its rate holds: 4 ms of the rate, at least 64 KiB."""
+    return max(64 * 1024, int(rate_bps / 8 * 0.004))
 
 
 def qdisc_args(shaping: dict, netem_ok: bool) -> list[list[str]]:
