@@ -46,9 +46,31 @@ def pooled_warnings(
             f"intervals from {len(rounds)} of {launches} rounds of launches: the profile ended before the "
             "others"
         )
+    warnings.extend(filter(None, (overrun_warning(record, max_phase_s) for record in completed)))
     said = any("other load on the machine" in warning for warning in warnings)
     load = None if said else load_warning([launch for record in completed for launch in record["launches"]])
     return warnings + ([load] if load else [])
+
+
+OVERRUN_FACTOR = 2.0  # a run past twice its time, and by more than OVERRUN_S, is said
+OVERRUN_S = 10.0
+
+
+def overrun_warning(record: dict, max_phase_s: float) -> str | None:
+    """A run that took far longer than --max-phase-seconds, said with why: each launch starts up first and
+    looks at its clock only after its first 10 iterations, which slow ones make long (a run of 43 s
+    under a cap of 10 s was said as "now 10 s per run" alone)."""
+    wall_s = record.get("wall_s") or 0.0
+    if wall_s <= OVERRUN_FACTOR * max_phase_s or wall_s - max_phase_s <= OVERRUN_S:
+        return None
+    mean_s = (record.get("iteration_s") or {}).get("mean")
+    each = f" ({mean_s:.2g} s each here)" if isinstance(mean_s, int | float) else ""
+    launches = len(record.get("launches") or []) or 1
+    return (
+        f"{record['name']} ran {wall_s:.0f} s in {launches} launch(es), over --max-phase-seconds "
+        f"{max_phase_s:g}: each launch starts up first and looks at its clock only after its first 10 "
+        f"iterations{each}; a larger --max-phase-seconds (or fewer --launches) is a cap it can keep"
+    )
 
 
 def load_warning(launches: list[dict]) -> str | None:

@@ -315,3 +315,17 @@ def test_a_runs_first_launch_keeps_a_start_up_out_of_its_loop_as_the_profiles_ea
     # R3's first launch: R0's start-up kept out of its 6 s
     assert launched.expected_startup_s("R3") == pytest.approx(2.0)
     assert launched.launch_cap_s("R3", 6.0, 1, planned_cap_s=6.0) == pytest.approx(4.0)
+
+
+def test_a_run_far_past_its_time_says_why() -> None:
+    """R1n took 43 s under --max-phase-seconds 10 (iterations of 0.9 s, three launches): the output said "now
+    10 s per run" alone."""
+    from stash_core.engine.launch_warnings import overrun_warning
+
+    record = {"name": "R1n", "wall_s": 43.0, "iteration_s": {"mean": 0.88},
+              "launches": [{"round": r} for r in range(3)]}  # fmt: skip
+    said = overrun_warning(record, 10.0)
+    assert said is not None and said.startswith("R1n ran 43 s in 3 launch(es), over --max-phase-seconds 10")
+    assert "after its first 10 iterations (0.88 s each here)" in said
+    assert overrun_warning({**record, "wall_s": 19.0}, 10.0) is None  # within twice the cap
+    assert overrun_warning({**record, "wall_s": 7.0}, 2.0) is None  # a start-up's seconds over a tiny cap
