@@ -24,12 +24,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-import stash_core
+from stash_core.campaign.cloud_workdir import model_ref, refuse_without_checkout, workdir_file, workdir_models
 from stash_core.campaign.plan import (
     CampaignItem,
     CampaignSettings,
     check_measurable_plan,
-    check_model_names,
     completed_keys,
     plan_campaign,
     plan_script_campaign,
@@ -203,18 +202,6 @@ def cluster_name(instance: str, db_path: Path | str) -> str:
     return f"stash-{slug}-{digest}"
 
 
-def refuse_without_checkout() -> None:
-    """A cloud campaign copies the folder that holds stash_core (a Stash checkout) to each machine and
-    installs its requirements.txt there: Stash installed as a package has neither, and the folder it would
-    copy is the whole site-packages (torch included), rented for a setup that fails."""
-    root = Path(stash_core.PACKAGE_PARENT)
-    if not (root / "requirements.txt").is_file():
-        raise UsageError(
-            f"--cloud copies a Stash checkout to each machine, and Stash here is installed as a package "
-            f"({root} holds no requirements.txt): run the campaign from a checkout of this Stash version"
-        )
-
-
 def plan_cloud(
     instances: list[str],
     models: list[str],
@@ -270,35 +257,6 @@ def plan_cloud(
     return CloudPlan(plans, spot, parallel, notes, old_prices_line(dated, len(plans) - len(dated)))
 
 
-def workdir_file(path: str, flag: str) -> str:
-    """A file's path inside this checkout, which SkyPilot copies to each machine as the workdir."""
-    root = Path(stash_core.PACKAGE_PARENT).resolve()
-    resolved = Path(path).expanduser().resolve()
-    if not resolved.is_relative_to(root):
-        raise UsageError(f"{flag} {path}: with --cloud it must lie in {root} (copied to each machine as the "
-                         "workdir)")  # fmt: skip
-    return resolved.relative_to(root).as_posix()
-
-
-def workdir_models(models: list[str]) -> list[str]:
-    """The models as the rented machine finds them: a model file (FILE.py:FACTORY) must lie in this checkout,
-    which SkyPilot copies there as the workdir, and is named by its path inside it."""
-    check_model_names(models)
-    root = Path(stash_core.PACKAGE_PARENT).resolve()
-    named = []
-    for model in models:
-        location, _, factory = model.rpartition(":")
-        if not location.endswith(".py"):
-            named.append(model)
-            continue
-        path = Path(location).expanduser().resolve()
-        if not path.is_relative_to(root):
-            raise UsageError(f"--models {model}: with --cloud a model file must lie in {root} (copied to "
-                             "each machine as the workdir), or give package.module:FACTORY")  # fmt: skip
-        named.append(f"{path.relative_to(root).as_posix()}:{factory}")
-    return named
-
-
 def _config(item: CampaignItem) -> tuple[str, int, int]:
     return (item.model, item.batch_size, item.workers_per_node)
 
@@ -335,14 +293,6 @@ def profile_seconds(spec, steps: tuple[float, float] | None) -> tuple[float, str
         capped = capped and run_s >= spec.max_phase_s
         total += run_s + (PROBE_S if run.workers > 1 and spec.probes else 0.0)
     return total, "time cap" if capped else "step model"
-
-
-def model_ref(model: str) -> str:
-    """A campaign's model as the remote machine's checkout names it: a model file relative to the checkout's
-    root (every profile runs there), a zoo name as it is."""
-    location = model.rpartition(":")[0]
-    relative = location.endswith(".py") and not Path(location).is_absolute()
-    return str(Path(stash_core.PACKAGE_PARENT) / model) if relative else model
 
 
 def predict_steps(settings: CampaignSettings) -> Predict:

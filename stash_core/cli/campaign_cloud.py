@@ -105,7 +105,7 @@ def check_models_build(models: list[str], settings: Any, cloud: bool = False) ->
     files = [model for model in models if ":" in model]  # a model file's or module's factory
     if not files:
         return
-    from stash_core.campaign.cloud_plan import model_ref, workdir_models
+    from stash_core.campaign.cloud_workdir import model_ref, workdir_models
     from stash_core.campaign.shapes import shape_for
     from stash_core.zoo.build import describe_model
 

@@ -10,7 +10,8 @@ from result_docs import result_doc
 from support import REPO
 
 from stash_core.campaign import cloud_plan
-from stash_core.campaign.cloud_plan import check_budget, cluster_name, offer_of, plan_cloud, workdir_models
+from stash_core.campaign.cloud_plan import check_budget, cluster_name, offer_of, plan_cloud
+from stash_core.campaign.cloud_workdir import workdir_models
 from stash_core.campaign.plan import CampaignSettings
 from stash_core.errors import UsageError
 from stash_core.store import ingest_result

@@ -177,13 +177,15 @@ REFUSED: list[tuple[str, list[str], str]] = [
     ("schedule-cluster-negative", [*SCHED, "--cluster", "-2x4x8"], "--cluster"),
     ("schedule-trace-and-synthetic", [*SCHED, "--trace", "{w}"], "not allowed"),
     ("schedule-no-jobs", ["schedule", *DB], "--synthetic-jobs"),
+    # a mistyped folder is not made, as a shell's `> folder/file` is not (--jobs-csv refused it, --csv made it)
+    ("recommend-csv-new-folders", [*RECOMMEND, "--budget-hours", "1", "--csv", "{tmp}/new/folders/x.csv"],
+     "folders does not exist"),
 ]  # fmt: skip
 
 # (id, arguments, exit status): odd values that are still answerable, answered without a traceback.
 ANSWERED: list[tuple[str, list[str], int]] = [
     ("whatif-short-id-json", ["whatif", "2904421d", "--json", *DB], 0),
     ("recommend-budget-1e-300", [*RECOMMEND, "--budget-hours", "1e-300"], 1),
-    ("recommend-csv-new-folders", [*RECOMMEND, "--budget-hours", "1", "--csv", "{tmp}/new/folders/x.csv"], 0),
     ("fit-missing-database", ["fit", "--db", "{tmp}/none.duckdb"], 2),  # said, as a mistyped --db
     ("add-source-formula", [*ADD, "box3", "--source", '=HYPERLINK("x")', *DB], 0),
     ("add-sql-name", [*ADD, "'; DROP TABLE instances; --", "--vcpus", "2", *DB], 0),
