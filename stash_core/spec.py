@@ -92,6 +92,7 @@ class ProfileSpec:
     # is kept, never its contents.
     ssh_user: str | None = None
     ssh_key: str | None = None
+    ssh_config: str | None = None  # an ssh_config file the hosts are reached with (ssh -F), its path only
     remote_python: str | None = None
     remote_workdir: str | None = None
     cluster: str | None = None
@@ -374,6 +375,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("--ssh-user", "ssh_user", "user on the hosts", group=MACHINES),
     Option("--ssh-key", "ssh_key", "private key file (only its path is kept)", input_text, parse=_expanded,
            group=MACHINES),
+    Option("--ssh-config", "ssh_config", "ssh_config file the hosts are reached with (ssh -F; only its path "
+           "is kept)", input_text, parse=_expanded, group=MACHINES),
     Option("--python", "remote_python", "python on the hosts (default python3)", group=MACHINES),
     Option("--workdir", "remote_workdir", "directory on the hosts to run from", group=MACHINES),
     Option("--cluster", "cluster", "use the emulated cluster", choices=("emulated",), group=MACHINES),

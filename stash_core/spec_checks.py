@@ -277,13 +277,19 @@ def _check_rendezvous(spec: ProfileSpec) -> None:
 
 
 def _check_ssh(spec: ProfileSpec) -> None:
-    if not spec.remote and (spec.ssh_user or spec.ssh_key or spec.remote_python or spec.remote_workdir):
+    ssh = spec.ssh_user or spec.ssh_key or spec.ssh_config
+    if not spec.remote and (ssh or spec.remote_python or spec.remote_workdir):
         # said as each one is: the emulated cluster takes --python and --workdir, not the ssh options
-        message = "--ssh-user and --ssh-key need --hosts; --python and --workdir need --hosts or --cluster"
+        message = ("--ssh-user, --ssh-key and --ssh-config need --hosts; --python and --workdir need --hosts "
+                   "or --cluster")  # fmt: skip
         raise FieldError(message, "ssh_user", spec.ssh_user, "local")
-    if spec.cluster and not spec.hosts and (spec.ssh_user or spec.ssh_key):  # they were ignored there
-        message = "--ssh-user and --ssh-key apply to --hosts only (the emulated cluster has its own root key)"
-        raise FieldError(message, "ssh_user", spec.ssh_user or spec.ssh_key)
+    if spec.cluster and not spec.hosts and ssh:  # they were ignored there
+        message = ("--ssh-user, --ssh-key and --ssh-config apply to --hosts only (the emulated cluster has "
+                   "its own root key and ssh_config)")  # fmt: skip
+        raise FieldError(message, "ssh_user", ssh)
+    if spec.ssh_config and not Path(spec.ssh_config).is_file():
+        message = f"--ssh-config: ssh_config {spec.ssh_config!r} does not exist or is not a file"
+        raise FieldError(message, "ssh_config", spec.ssh_config)
     if spec.ssh_user and not _USER_RE.fullmatch(spec.ssh_user):
         expected = "expected letters, digits, _ . - (max 32)"
         message = f"--ssh-user: invalid user name {clipped(spec.ssh_user, quoted=True)}: {expected}"

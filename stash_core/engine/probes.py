@@ -49,6 +49,7 @@ def run_probe_command(
     machines = ProfileSpec(
         model="probe", batch_size=None, workers_per_node=workers_per_node, nodes=nodes,
         hosts=parse_hosts(machine_args.hosts), ssh_user=machine_args.ssh_user, ssh_key=machine_args.ssh_key,
+        ssh_config=getattr(machine_args, "ssh_config", None),
         remote_python=machine_args.python, remote_workdir=machine_args.workdir, cluster=machine_args.cluster,
         cluster_name=cluster_name_of(machine_args), master_addr=machine_args.master_addr,
         master_port=machine_args.master_port, comm_timeout_s=machine_args.comm_timeout,

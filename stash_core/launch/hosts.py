@@ -43,7 +43,7 @@ def remote_hosts(spec: ProfileSpec, cluster_state: Path | None = None) -> Remote
     if spec.hosts:
         return hosts_from_names(
             spec.hosts, spec.ssh_user, spec.ssh_key, spec.remote_python, spec.remote_workdir,
-            spec.master_addr, spec.master_port, spec.comm_timeout_s,
+            spec.master_addr, spec.master_port, spec.comm_timeout_s, ssh_config=spec.ssh_config,
         )  # fmt: skip
     return None
 
@@ -150,14 +150,17 @@ def hosts_from_names(
     master_addr: str | None = None,
     master_port: int | None = None,
     comm_timeout_s: int = DEFAULT_COMM_TIMEOUT_S,
+    ssh_config: str | None = None,
 ) -> RemoteHosts:
-    """RemoteHosts for "[user@]host[:port]" names; everything validated before any ssh runs."""
+    """RemoteHosts for "[user@]host[:port]" names, reached with `ssh_config` (ssh -F) where given; everything
+    validated before any ssh runs."""
     if not names:
         raise UsageError("--hosts: give at least one host")
     if user is not None:
         validate_user(user)
     key = Path(key_path).expanduser() if key_path else None
-    given = [parse_target(name, key_path=key) for name in names]
+    config = Path(ssh_config).expanduser() if ssh_config else None
+    given = [parse_target(name, key_path=key, config_file=config) for name in names]
     refuse_unused_user(user, given)
     targets = [replace(target, user=user) if user is not None and target.user is None else target
                for target in given]  # fmt: skip

@@ -79,7 +79,7 @@ a cap when any launch stopped at one. A real-data run has `epoch_boundary_crosse
 launches ran past the end of an epoch.
 
 The spec of a multi-machine profile adds `hosts` (host names, one per node), `ssh_user`, `ssh_key` (the key's
-path only, never its contents), `remote_python`, `remote_workdir`, `cluster` (`"emulated"` or null),
+path only, never its contents), `ssh_config` (the ssh_config file's path, `ssh -F`), `remote_python`, `remote_workdir`, `cluster` (`"emulated"` or null),
 `cluster_bandwidth` (the rate the profile set on the emulated links, e.g. `"200mbit"`), `master_addr`,
 `master_port`, `comm_timeout_s`, `probes` (whether R1/R1n probed), and on the emulated cluster `network`
 (`kind` `"emulated"`, `bandwidth_bps`, `rate_bps`, `latency_us`, `loss_pct`: the bottleneck of the nodes used,

@@ -28,7 +28,9 @@ def folders(tmp_path: Path) -> dict[str, str]:
     key.write_text("not a real key\n")
     script = tmp_path.resolve() / "train.py"
     script.write_text("print('training')\n")
-    return {"dataset": str(data), "ssh_key": str(key), "script": str(script)}
+    config = tmp_path.resolve() / "ssh_config"
+    config.write_text("Host a\n  HostName 127.0.0.1\n")
+    return {"dataset": str(data), "ssh_key": str(key), "script": str(script), "ssh_config": str(config)}
 
 
 def every_option(folders: dict[str, str]) -> ProfileSpec:
@@ -59,7 +61,8 @@ def specs(folders: dict[str, str]) -> dict[str, ProfileSpec]:
         "emulated cluster": replace(
             base, nodes=2, cluster="emulated", cluster_bandwidth="200mbit", cluster_name="bench"
         ),
-        "hosts": replace(base, nodes=2, hosts=["a", "b"], ssh_key=folders["ssh_key"], probes=False),
+        "hosts": replace(base, nodes=2, hosts=["a", "b"], ssh_key=folders["ssh_key"], probes=False,
+                         ssh_config=folders["ssh_config"]),
         "image shape": replace(base, input_shape=[3, 224, 224]),
         "token shape": replace(base, model="bert_tiny", input_shape=[128], num_classes=2),
         "awkward float": replace(base, target_relative_ci=0.1 + 0.2, max_phase_s=1e-3),

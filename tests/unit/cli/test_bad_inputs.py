@@ -32,7 +32,8 @@ SCHEDULE = ["schedule", "--synthetic-jobs", "5", "--db", "{db}"]
 # a probe that, were it not refused, would be short and stored nowhere
 PROBE_HERE = ["--max-size", "4KiB", "--budget", "0.01", "--no-store"]
 
-SSH_ALONE = "--ssh-user and --ssh-key need --hosts; --python and --workdir need --hosts or --cluster"
+SSH_ALONE = ("--ssh-user, --ssh-key and --ssh-config need --hosts; --python and --workdir need --hosts or "
+             "--cluster")
 
 
 def _doc(change) -> dict:
@@ -277,7 +278,10 @@ CASES: list[tuple[str, list[str], str]] = [
     ("ssh-user-alone", [*PROFILE, "--ssh-user", "ubuntu"], "need --hosts"),
     # on the emulated cluster they were ignored: it runs as root with its own key
     ("ssh-user-on-cluster", [*PROFILE, "--cluster", "emulated", "--nodes", "2", "--ssh-user", "bob"],
-     "--ssh-user and --ssh-key apply to --hosts only"),
+     "--ssh-user, --ssh-key and --ssh-config apply to --hosts only"),
+    ("ssh-config-alone", [*PROFILE, "--ssh-config", "{tmp}/ok_train.py"], "--ssh-config need --hosts"),
+    ("ssh-config-missing", [*PROFILE, "--nodes", "2", "--hosts", "a,b", "--ssh-config", "{tmp}/no-config"],
+     "--ssh-config: ssh_config"),
     # options of other machines on this machine alone: ignored before, the run made here
     ("cluster-state-alone", [*PROFILE, "--cluster-state", "{tmp}"], "--cluster-state applies to --cluster"),
     ("master-addr-alone", [*PROFILE, "--master-addr", "10.0.0.1"], "--master-addr applies to --hosts only"),

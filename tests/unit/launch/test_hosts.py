@@ -187,3 +187,17 @@ def test_a_model_file_a_host_lacks_is_refused_before_any_run(monkeypatch, capsys
     capsys.readouterr()
     assert remote_info.main(["no-such-model.py", "here.py"]) == 0
     assert json.loads(capsys.readouterr().out)["missing_files"] == ["no-such-model.py"]
+
+
+def test_hosts_are_reached_with_the_ssh_config_given(tmp_path):
+    """`remote check` took --ssh-config, `profile` and `probe` did not: the hosts of a config had to be put in
+    ~/.ssh to be profiled."""
+    config = tmp_path / "cfg"
+    config.write_text("Host lab\n  HostName 127.0.0.1\n")
+    spec = ProfileSpec(model="resnet18", batch_size=8, nodes=2, hosts=["lab", "lab2"], ssh_config=str(config))
+    remote = hosts.remote_hosts(spec)
+    assert [target.config_file for target in remote.targets] == [config, config]
+    from stash_core.launch.ssh import ssh_argv
+
+    argv = ssh_argv(remote.targets[0], ["true"])
+    assert argv[argv.index("-F") + 1] == str(config)
