@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from stash_core.engine.progress import Reporter
 from stash_core.errors import UsageError
-from stash_core.launch.hosts import RemoteHosts, check_hosts, version_warnings
+from stash_core.launch.hosts import RemoteHosts, check_hosts, same_machine_warning, version_warnings
 from stash_core.launch.multinode_preflight import check_master_address
 from stash_core.spec import ProfileSpec
 from stash_core.zoo_names import model_file
@@ -24,6 +24,9 @@ def settle_on_hosts(
         for info in infos
     ]  # fmt: skip
     warnings.extend(version_warnings(infos))
+    # hosts over ssh that are one machine; the emulated cluster's nodes are, and say so themselves
+    if spec.cluster != "emulated" and (one := same_machine_warning(infos)):
+        warnings.append(one)
     first = infos[0]
     if spec.device == "auto":
         spec.device = "cuda" if first.get("cuda_available") and first.get("gpu_count") else "cpu"

@@ -306,6 +306,20 @@ def check_hosts(
         return [future.result() for future in futures]
 
 
+def same_machine_warning(infos: list[dict]) -> str | None:
+    """Hosts that are one machine (the same host name and machine id): their R1n runs over its loopback, not
+    a link between machines, and its workers share its cores, so the network stall is no network's."""
+    seen: dict[tuple, list[str]] = {}
+    for info in infos:
+        if info.get("hostname") and info.get("machine_id"):
+            seen.setdefault((info["hostname"], info["machine_id"]), []).append(str(info["host"]))
+    same = next((hosts for hosts in seen.values() if len(hosts) > 1), None)
+    if same is None:
+        return None
+    return (f"hosts {', '.join(same)} are one machine (host name and machine id alike): the network stall "
+            "is its loopback and its shared cores, not a link between machines")  # fmt: skip
+
+
 def version_warnings(infos: list[dict]) -> list[str]:
     """Differences between hosts that could make their runs not comparable."""
     warnings = []

@@ -67,9 +67,21 @@ def usable_cpu_count() -> int:
         return os.cpu_count() or 1
 
 
+def machine_id() -> str | None:
+    """The machine's systemd/D-Bus id, which two hosts names of one machine share (None where unreadable)."""
+    for path in ("/etc/machine-id", "/var/lib/dbus/machine-id"):
+        try:
+            with open(path, encoding="ascii") as handle:
+                return handle.read(64).strip() or None
+        except (OSError, ValueError):
+            continue
+    return None
+
+
 def collect() -> dict:
     info: dict = {
         "hostname": socket.gethostname(),
+        "machine_id": machine_id(),
         "python_version": platform.python_version(),
         "python_executable": sys.executable,
         "platform": platform.platform(),

@@ -201,3 +201,17 @@ def test_hosts_are_reached_with_the_ssh_config_given(tmp_path):
 
     argv = ssh_argv(remote.targets[0], ["true"])
     assert argv[argv.index("-F") + 1] == str(config)
+
+
+def test_two_hosts_that_are_one_machine_are_warned_of():
+    """--hosts 127.0.0.1:2222,127.0.0.2:2222 reached one machine twice, and nothing said so."""
+    from stash_core.launch.hosts import same_machine_warning
+
+    one = {"hostname": "vm", "machine_id": "3d12"}
+    infos = [{"host": "127.0.0.1", **one}, {"host": "127.0.0.2", **one}]
+    said = same_machine_warning(infos)
+    assert said is not None and said.startswith("hosts 127.0.0.1, 127.0.0.2 are one machine")
+    apart = [{"host": "a", "hostname": "ubuntu", "machine_id": "1"}, {"host": "b", "hostname": "ubuntu",
+                                                                          "machine_id": "2"}]  # fmt: skip
+    assert same_machine_warning(apart) is None  # one image's host name on two machines
+    assert same_machine_warning([{"host": "a", "hostname": "vm"}, {"host": "b", "hostname": "vm"}]) is None
