@@ -160,6 +160,11 @@ def _check_script(spec: ProfileSpec) -> None:
             "(jupyter nbconvert --to script NOTEBOOK.ipynb) and profile the .py file",
             "script", spec.script,
         )  # fmt: skip
+    if path.suffix.lower() in DATA_SUFFIXES:  # "a,b" parses as Python, then fails in the first run
+        raise FieldError(
+            f"--script {spec.script} is a {path.suffix.lower()} file, not a Python script: give the training "
+            "script (.py)", "script", spec.script, "syntax",
+        )  # fmt: skip
     shell = _shell_launcher(source)
     if shell:
         raise FieldError(
@@ -179,6 +184,11 @@ def _check_script(spec: ProfileSpec) -> None:
         why = "a file, not a folder" if Path(spec.data_dir).exists() else "no such directory"
         message = f"--data-dir {spec.data_dir}: {why}"
         raise FieldError(message, "data_dir", spec.data_dir, "missing")
+
+
+# Suffixes of data, never of a training script: a CSV of numbers parses as Python and failed in R0 only.
+DATA_SUFFIXES = frozenset({".csv", ".tsv", ".json", ".jsonl", ".parquet", ".duckdb", ".yaml", ".yml", ".txt",
+                           ".md", ".log", ".npy", ".npz", ".pt", ".pth", ".ckpt"})  # fmt: skip
 
 
 def _is_notebook(path: Path, source: bytes) -> bool:
