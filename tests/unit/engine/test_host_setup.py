@@ -17,7 +17,7 @@ def _settle(monkeypatch, nodes: int, workers: int, link: dict | None, cpu_sets=N
     info = {"host": "10.0.0.1", "cpu_count": 2, "gpu_count": 0, "cuda_available": False,
             "stash_version": "x", "torch_version": "2"}  # fmt: skip
     monkeypatch.setattr(
-        "stash_core.engine.host_setup.check_hosts", lambda remote: [info] * len(remote.targets)
+        "stash_core.engine.host_setup.check_hosts", lambda remote, **_: [info] * len(remote.targets)
     )
     monkeypatch.setattr("stash_core.engine.host_setup.version_warnings", lambda infos: [])
     targets = [parse_target(f"10.0.0.{1 + index}") for index in range(nodes)]
