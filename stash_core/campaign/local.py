@@ -13,7 +13,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from stash_core.campaign.plan import CampaignItem, CampaignSettings, profile_args, split_done
+from stash_core.campaign.plan import CampaignItem, CampaignSettings, profile_args, profile_spec, split_done
+from stash_core.engine.plan import plan_phases
 from stash_core.engine.profile_child import run_profile_child
 from stash_core.errors import UsageError, says_disk_full
 
@@ -62,8 +63,10 @@ def run_campaign(
         report(f"{len(stored)} of {len(plan)} configuration(s) already stored in {settings.db_path}: skipped")
     started = time.monotonic()
     durations: list[float] = []
+    runs = [runs_of(item, settings) for item in todo]
     for index, item in enumerate(todo):
-        report(f"[{index + 1}/{len(todo)}] {item.describe()}  {eta_text(durations, len(todo) - index)}")
+        eta = eta_text(durations, len(todo) - index, sum(runs[:index]), sum(runs[index:]))
+        report(f"[{index + 1}/{len(todo)}] {item.describe()}  {eta}")
         item_started = time.monotonic()
         try:
             result = runner(item, settings, on_event)
@@ -89,11 +92,24 @@ def run_campaign(
     return outcome
 
 
-def eta_text(durations: list[float], remaining: int) -> str:
-    """'about 12 min left' from the mean duration so far; 'time left unknown' before the first finishes."""
+def runs_of(item: CampaignItem, settings: CampaignSettings) -> int:
+    """How many runs (R0, R1, R1n) a configuration's profile makes, each given its share of the time."""
+    try:
+        return len(plan_phases(profile_spec(item, settings))[1]) or 1
+    except UsageError:  # refused later, with its reason
+        return 1
+
+
+def eta_text(durations: list[float], remaining: int, runs_done: int = 0, runs_left: int = 0) -> str:
+    """'about 12 min left' from the time so far: per run of the profiles done, times the runs left, where
+    they are given (a profile of 2 workers runs R0 and R1, one of 1 worker R0 alone, and a plan runs the
+    1-worker ones first: a mean per profile said too little), else per profile; 'time left unknown' before
+    the first finishes."""
     if not durations:
         return "(time left unknown until the first profile finishes)"
     left_s = sum(durations) / len(durations) * remaining
+    if runs_done and runs_left:
+        left_s = sum(durations) / runs_done * runs_left
     if left_s < 90:
         return f"(about {left_s:.0f} s left)"
     if left_s < 5400:

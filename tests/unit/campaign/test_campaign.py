@@ -214,6 +214,9 @@ def test_eta_text():
     assert eta_text([30.0, 30.0], 2) == "(about 60 s left)"
     assert eta_text([600.0], 3) == "(about 30 min left)"
     assert eta_text([3600.0], 3) == "(about 3.0 h left)"
+    # per run where the runs are known: 20 s for the first profile's one run, three runs left (a 2-worker
+    # profile runs R0 and R1): 60 s, not the 40 s of two profiles at the mean
+    assert eta_text([20.0], 2, runs_done=1, runs_left=3) == "(about 60 s left)"
 
 
 def _fake_python(tmp_path, body: str):
