@@ -15,7 +15,6 @@ is how resume tells them apart and how the stall fits read the bandwidth back.
 from __future__ import annotations
 
 import functools
-import json
 import re
 import shlex
 import socket
@@ -26,12 +25,14 @@ from typing import Any
 
 from stash_core.campaign.result_names import result_file
 from stash_core.campaign.shapes import shape_for
+from stash_core.campaign.stored import completed_keys
 from stash_core.errors import UsageError
 from stash_core.spec import ProfileSpec, script_model_name, script_sha256
 from stash_core.spec_parse import one_per_rate, parse_iterations, parse_stalls
 from stash_core.zoo_names import (
     SCRIPT_PREFIX,
     ZOO_NAMES,
+    canonical_model,
     close_zoo_names,
     model_file_sha256,
     model_identity,
@@ -62,10 +63,20 @@ class CampaignItem:
 
     @property
     def key(self) -> tuple:
-        """What a stored run must match to count as this configuration (a model file by its contents)."""
-        model = model_identity(self.model, model_file_sha256(self.model))
-        return (model, self.batch_size, self.workers_per_node, self.nodes, self.instance, self.script_sha256,
-                self.script_args)  # fmt: skip
+        """What a stored run must match to count as this configuration (a model as it is stored)."""
+        return (canonical_model(self.model), *self._sizes)
+
+    @property
+    def keys(self) -> tuple[tuple, ...]:
+        """Every key a stored run may match: the model's stored name, and a model file's contents (typed
+        as an absolute path, or from another folder, it is the same file); covers() checks the contents."""
+        by_contents = (model_identity(self.model, model_file_sha256(self.model)), *self._sizes)
+        return tuple(dict.fromkeys((self.key, by_contents)))
+
+    @property
+    def _sizes(self) -> tuple:
+        return (self.batch_size, self.workers_per_node, self.nodes, self.instance, self.script_sha256,
+                self.script_args)
 
     def describe(self) -> str:
         if self.script is not None:
@@ -183,61 +194,6 @@ def plan_campaign(
     return plan
 
 
-def completed_keys(db_path: Path | str) -> dict[tuple, list[dict[str, Any]]]:
-    """CampaignItem.key of every completed run in the database (a script's with its contents' sha256 and its
-    arguments in place of the batch size it measured), each with what its runs measured on (device, input
-    shape, classes, stalls: see covers)."""
-    if not Path(db_path).exists():
-        return {}  # no database yet: nothing stored (and no empty one made to say so)
-    from stash_core.cells import is_missing
-    from stash_core.store.reads import completed_configurations
-
-    keys: dict[tuple, list[dict[str, Any]]] = {}
-    rows = completed_configurations(db_path)
-    set_aside = mislabelled_runs(db_path, rows)
-    for row in rows.itertuples(index=False):
-        if is_missing(row.workers_per_node) or is_missing(row.nodes) or row.run_id in set_aside:
-            continue
-        sizes = (int(row.workers_per_node), int(row.nodes), str(row.instance))
-        sha256 = None if is_missing(row.model_sha256) else str(row.model_sha256)
-        model = model_identity(str(row.model), sha256)  # a model file by its contents, however typed
-        if model.startswith(SCRIPT_PREFIX):  # its batch is what it measured (or none): not the key
-            if is_missing(row.script_sha256):
-                continue
-            key = (model, None, *sizes, str(row.script_sha256), _json_list(row.script_args))
-        elif not is_missing(row.batch_size):
-            key = (model, int(row.batch_size), *sizes, None, ())
-        else:
-            continue
-        shape = _json_list(row.input_shape)
-        keys.setdefault(key, []).append({
-            "device": None if is_missing(row.device) else str(row.device),
-            "input_shape": tuple(int(float(size)) for size in shape) if shape else None,
-            "num_classes": None if is_missing(row.num_classes) else int(float(row.num_classes)),
-            "stalls": set(_json_list(row.stalls)),
-            "model_sha256": None if is_missing(row.model_sha256) else str(row.model_sha256),
-        })  # fmt: skip
-    return keys
-
-
-def mislabelled_runs(db_path: Path | str, rows: Any) -> set[str]:
-    """The run ids of `rows` (run_id, instance) whose machine contradicts their instance label, unconfirmed:
-    they stand for no measurement of that instance (catalog/labels.py), so a campaign measures it again.
-    A cloud campaign's run is not among them: Stash labelled it as the instance type it rented, and renting
-    that type again would give the same machine."""
-    from stash_core.catalog import get_instance, stored_label_checks
-
-    labelled = rows.dropna(subset=["instance"])
-    if "cloud_instance" in labelled.columns:  # a cloud campaign's run: labelled by Stash as what it rented
-        labelled = labelled[labelled["cloud_instance"].astype(str) != labelled["instance"].astype(str)]
-    if labelled.empty:
-        return set()
-    catalog = {label: get_instance(db_path, label) for label in set(labelled["instance"].astype(str))}
-    catalog = {label: row for label, row in catalog.items() if row is not None}
-    checks = stored_label_checks(db_path, list(labelled["run_id"]), catalog)
-    return {run_id for run_id, check in checks.items() if not check.usable}
-
-
 def covers(measured: dict[str, Any], item: CampaignItem, settings: CampaignSettings) -> bool:
     """Whether a stored run of `item`'s key measured what the campaign asks now: its device, input shape and
     classes where the campaign names them, and at least the stalls it asks for (a run of more stalls
@@ -276,14 +232,6 @@ def _model_defaults(model: str) -> tuple[tuple[int, ...] | None, int | None]:
     return tuple(info.input_shape), info.num_classes
 
 
-def _json_list(text: object) -> tuple[str, ...]:
-    try:
-        value = json.loads(str(text)) if text is not None else []
-    except json.JSONDecodeError:
-        return ()
-    return tuple(str(arg) for arg in value) if isinstance(value, list) else ()
-
-
 def plan_script_campaign(
     script: str, script_args: list[str], workers: list[int], nodes: list[int], instance: str | None = None
 ) -> list[CampaignItem]:
@@ -309,7 +257,8 @@ def split_done(
     """(to run, already stored) for a plan: stored where a completed run of the item's key covers what the
     campaign asks (covers); `done`: completed_keys(settings.db_path) when read already."""
     done = completed_keys(settings.db_path) if done is None else done
-    is_stored = [any(covers(runs, item, settings) for runs in done.get(item.key, [])) for item in plan]
+    is_stored = [any(covers(runs, item, settings) for key in item.keys for runs in done.get(key, []))
+                 for item in plan]  # fmt: skip
     todo = [item for item, stored in zip(plan, is_stored, strict=True) if not stored]
     return todo, [item for item, stored in zip(plan, is_stored, strict=True) if stored]
 

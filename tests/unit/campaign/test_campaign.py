@@ -322,6 +322,20 @@ def test_a_model_file_s_stored_run_counts_under_either_spelling_and_only_while_t
     assert split_done(plan, settings) == (plan, [])
 
 
+def test_a_model_file_s_run_stored_without_its_contents_hash_still_counts(tmp_path, monkeypatch):
+    """A run stored before profiles kept the file's sha256 (or from a file without it) was profiled again once
+    model files were matched by their contents: it counts by its stored name, as it did."""
+    (tmp_path / "m.py").write_text("def make():\n    return None\n")
+    monkeypatch.chdir(tmp_path)
+    settings = CampaignSettings(db_path=tmp_path / "c.duckdb")
+    plan = plan_campaign(["m.py:make"], [8], [2], [1], instance="lab")
+    stored = result_doc("m.py:make", batch_size=8, workers=2, instance="lab")
+    stored["model"]["name"] = "m.py:make"
+    stored["spec"].pop("model_sha256", None)
+    ingest_result(settings.db_path, stored)
+    assert split_done(plan, settings) == ([], plan)
+
+
 @pytest.mark.parametrize("model", ["./m.py:make", "/tmp/x/m.py:make", "../a/m.py:make"])
 def test_a_result_file_is_named_neither_hidden_nor_like_an_option(tmp_path, model):
     settings = CampaignSettings(db_path=tmp_path / "r.duckdb", results_dir=tmp_path / "res")
