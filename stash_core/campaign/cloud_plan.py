@@ -336,7 +336,7 @@ def cents_up(cost_usd: float) -> float:
 
 def check_budget(plan: CloudPlan, budget_usd: float | None) -> None:
     """UsageError (one line) when the plan costs more than --budget-usd."""
-    if budget_usd is None or plan.cost_usd <= budget_usd:
+    if budget_usd is None or plan.cost_said_usd <= budget_usd:  # the total as said: a budget below it refused
         return
     cost = plan.cost_said_usd
     said = f"the plan costs up to ${cost:.2f} at catalog prices, above --budget-usd {budget_usd:.15g}"

@@ -7,6 +7,7 @@ it has; only `link` (the emulated link's shaping, when known) is recorded with t
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import sys
 from concurrent.futures import ThreadPoolExecutor
@@ -291,8 +292,9 @@ def check_hosts(
                 + NOT_INSTALLED_FIX
             )
         if missing := info.get("missing_files"):  # its first run would fail there, after a failed run's save
-            raise UsageError(f"{missing[0]} is not a file on {target.where} (in {remote.workdir}, where a "
-                             "relative path is read: --workdir chooses it); copy it there")  # fmt: skip
+            where = "the login folder" if remote.workdir in (".", "") else remote.workdir
+            raise UsageError(f"{missing[0]} is not a file on {target.where} (in {where}, where a relative "
+                             "path is read: --workdir chooses it); copy it there")  # fmt: skip
         if info["stash_version"] != __version__:
             # its workers would speak another version's protocol: refused before any run, not failed in one
             raise UsageError(
@@ -336,10 +338,18 @@ def version_warnings(infos: list[dict]) -> list[str]:
 WILDCARD_ADDRESSES = frozenset({"0.0.0.0", "::", "[::]", "0", "0:0:0:0:0:0:0:0"})
 
 
+def _unspecified(text: str) -> bool:
+    """An address that is every interface's (0.0.0.0, ::, ::0, [::] ...), however written."""
+    try:
+        return ipaddress.ip_address(text.strip().strip("[]")).is_unspecified
+    except ValueError:
+        return False
+
+
 def _checked_master_addr(text: str | None) -> str | None:
     if text is None:
         return None
-    if str(text).strip().lower() in WILDCARD_ADDRESSES:
+    if str(text).strip().lower() in WILDCARD_ADDRESSES or _unspecified(str(text)):
         raise UsageError(f"--master-addr {text} is no one machine's address (it listens on every interface): "
                          "give the first host's address as the others reach it")  # fmt: skip
     return SshTarget(host=text).host  # the same host-name rules as every ssh target

@@ -40,7 +40,10 @@ def require_present(name: str, state_dir: Path) -> None:
     """UsageError with the one line of gone_message when the cluster is gone."""
     if is_gone(state_dir):
         said = _gone_line(name, state_dir)
-        others = [other for other in net.live_cluster_names() if other != name]
+        try:
+            others = [other for other in net.live_cluster_names() if other != name]
+        except OSError:  # no `ip` here (no iproute2): then no cluster is up either
+            others = []
         if others and said == gone_message(name):  # the one meant may be up under another name
             said += f"; up here: {', '.join(others)} (--cluster-name NAME chooses one)"
         raise UsageError(said)

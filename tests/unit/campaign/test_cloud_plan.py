@@ -241,3 +241,11 @@ def test_the_total_said_is_the_sum_of_the_rows_said():
     plan.instances = rows
     assert [cents_up(row.cost_usd) for row in rows] == [1.28, 0.19]
     assert plan.cost_said_usd == 1.47 and cents_up(plan.cost_usd) == 1.46
+    # the budget is checked against the total said: "$1.47 ...; budget $1.46" was taken
+    plan.parallel, plan.spot = 1, False
+    item = SimpleNamespace(overhead_s=0.0, todo=[SimpleNamespace(seconds=60.0)],
+                           offer=SimpleNamespace(usd_per_h=0.01, name="tiny"))  # fmt: skip
+    plan.instances = [SimpleNamespace(cost_usd=cost, **vars(item)) for cost in (1.2745, 0.1851)]
+    with pytest.raises(UsageError, match=r"costs up to \$1\.47 at catalog prices, above --budget-usd 1\.46"):
+        check_budget(plan, 1.46)
+    check_budget(plan, 1.47)

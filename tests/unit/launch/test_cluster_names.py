@@ -181,6 +181,19 @@ def test_a_cluster_not_up_names_the_ones_that_are(tmp_path, monkeypatch):
     assert str(raised.value) == f"{gone_message('default')}; up here: revm (--cluster-name NAME chooses one)"
 
 
+def test_a_machine_without_ip_still_hears_the_cluster_is_not_up(tmp_path, monkeypatch):
+    """Naming the clusters that are up runs `ip netns list`: without iproute2 the refusal became "No such file
+    or directory: ip" (exit 1)."""
+
+    def no_ip():
+        raise FileNotFoundError(2, "No such file or directory", "ip")
+
+    monkeypatch.setattr(cluster_net, "live_cluster_names", no_ip)
+    with pytest.raises(UsageError) as raised:
+        hosts_from_cluster(2, tmp_path / "never-up")
+    assert str(raised.value) == gone_message("default")
+
+
 @pytest.fixture
 def bench_up_elsewhere(tmp_path, monkeypatch) -> Path:
     """A cluster bench that exists, its state in a folder of its own (what its hub records)."""
