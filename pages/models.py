@@ -255,6 +255,9 @@ def main() -> None:
     group = report.groups(stall)[labels.index(chosen)]
     for warning in views.models.group_label_warnings(report, stall, group):  # named by that label
         st.warning(plain(warning), icon=":material/report:")
+    if left_out := [line for line in report.left_out if f" the {stall} fit: " in line]:
+        with st.expander(f"Runs left out of the {stall} fits ({len(left_out)})", icon=":material/block:"):
+            st.markdown("\n".join(f"- {plain(line)}" for line in left_out))
     feature = top[2].selectbox(
         "Against", list(FEATURE_LABELS), format_func=FEATURE_LABELS.get, key="models-feature",
         persist_state="session"

@@ -254,7 +254,7 @@ def format_fit_report(report: FitReport, all_models: bool = False, stalls: tuple
         )
     if any(line.startswith("  * ") for line in lines):  # a legend for a mark that is there
         lines.append("* = best (lowest leave-one-model-out error)")
-    lines += [f"warning: {one_line(warning)}" for warning in report.label_warnings]
+    lines += [f"warning: {one_line(warning)}" for warning in (*report.left_out, *report.label_warnings)]
     return "\n".join(lines)
 
 

@@ -13,7 +13,6 @@ from typing import Any
 
 import pandas as pd
 
-from stash_core.analysis.coherence import DIFFERENT_WORK, IMPOSSIBLE
 from stash_core.launch.hosts import LINKS_CHANGED
 from stash_core.store import connect, query_readonly
 from stash_core.store.schema import VALID_FIGURE
@@ -27,7 +26,6 @@ PROBE_COLUMNS = (
 
 # Only figures the breakdown view counts (store/schema.VALID_FIGURE): an inf, NaN or negative "measured"
 # stall of a hand-edited or damaged row would make every fit over it NaN.
-IMPOSSIBLE_WORDS = "cannot be, or mixes other work (`stash show RUN_ID` says why)"
 LINKS_CHANGED_SQL = LINKS_CHANGED.replace("'", "''")
 _COMMUNICATION_STALLS_SQL = f"""
 SELECT r.run_id, CAST(r.started_at AS TIMESTAMP) AS started_at, s.stall, s.seconds AS stall_s, s.ci95_s,
@@ -38,11 +36,9 @@ SELECT r.run_id, CAST(r.started_at AS TIMESTAMP) AS started_at, s.stall, s.secon
            r.workers_per_node) ELSE r.workers_per_node END AS workers_per_node, r.nodes,
        r.instance AS instance_label, r.hostname,
        r.grad_bytes, r.grad_tensor_count, r.layer_count, CAST(r.spec AS VARCHAR) AS spec_json,
-       -- what keeps a run's stall out of every fit: a breakdown that cannot be, or links changed under it
-       CASE WHEN CAST(r.warnings AS VARCHAR) LIKE '%"{IMPOSSIBLE}%'
-                 OR CAST(r.warnings AS VARCHAR) LIKE '%"{DIFFERENT_WORK}%'
-                 THEN 'its breakdown {IMPOSSIBLE_WORDS}'
-            WHEN s.stall = 'network' AND CAST(r.warnings AS VARCHAR) LIKE '%"{LINKS_CHANGED_SQL}%'
+       -- what keeps a run's network stall out of every fit: links changed under it (an impossible
+       -- breakdown, the other, is decided as every list of runs decides it: decide/fit/observations.py)
+       CASE WHEN s.stall = 'network' AND CAST(r.warnings AS VARCHAR) LIKE '%"{LINKS_CHANGED_SQL}%'
                  THEN 'its network changed while it ran (its figures mix both)' END AS left_out
 FROM runs AS r JOIN stalls AS s ON s.run_id = r.run_id
 WHERE r.status = 'completed' AND s.stall IN ('interconnect', 'network')

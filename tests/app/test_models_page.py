@@ -139,3 +139,18 @@ def test_a_group_named_by_a_label_its_machine_contradicts_says_so(tmp_path, monk
     assert not app.exception
     said = " ".join(warning.value for warning in app.warning)
     assert "g4dn.xlarge" in said and doc["run_id"] in said and "fitted in the group named" in said
+
+
+def test_runs_left_out_of_the_fits_are_named_on_the_page(tmp_path, monkeypatch):
+    """`stash fit` named the runs it left out (an impossible breakdown); the page, where they are not among any
+    configuration's points, said nothing of them."""
+    from stash_core.analysis.coherence import IMPOSSIBLE
+
+    db, stalls = tmp_path / "r.duckdb", {"compute": 0.1, "interconnect": 0.02}
+    ingest_result(db, result_doc("resnet18", instance="lab", workers=2, stalls=stalls))
+    left = result_doc("resnet34", instance="lab", workers=2, stalls=stalls, warnings=[f"{IMPOSSIBLE}: x"])
+    ingest_result(db, left)
+    app = _page(db, monkeypatch)
+    assert not app.exception
+    [expander] = [e for e in app.expander if e.label.startswith("Runs left out of the interconnect fits")]
+    assert expander.label.endswith("(1)") and left["run_id"] in expander.markdown[0].value

@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from stash_core.catalog import list_instances
+from stash_core.store.impossible_runs import breakdown_marks
 from stash_core.store.reads import bandwidth_probes, communication_stalls
 from stash_core.units import finite_float, rate_bps
 
@@ -96,6 +97,13 @@ def load_observations(db_path: Path | str) -> pd.DataFrame:
     layer_count.
     """
     frame = communication_stalls(db_path)
+    # a breakdown that cannot be (its warning, or shares past 100% stored before the warning existed), as
+    # every list of runs marks it
+    marks = breakdown_marks(db_path, sorted(set(frame["run_id"]))) if len(frame) else {}
+    frame["left_out"] = [
+        f"its breakdown is {marks[run]} (`stash show RUN_ID` says why)" if run in marks else why
+        for run, why in zip(frame["run_id"], frame["left_out"], strict=True)
+    ]
     kept = frame["left_out"].isna()
     said = [f"run {run} left out of the {stall} fit: {why}"
             for run, stall, why in frame.loc[~kept, ["run_id", "stall", "left_out"]].itertuples(index=False)]

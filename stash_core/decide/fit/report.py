@@ -30,6 +30,8 @@ class FitReport:
     probes: pd.DataFrame = field(default_factory=pd.DataFrame)
     # a line per fitted run whose machine contradicts its instance label: its group is named by that label
     label_warnings: list[str] = field(default_factory=list)
+    # a line per stall no fit may use, with why (an impossible breakdown, links changed under it)
+    left_out: list[str] = field(default_factory=list)
 
     def summary(self) -> pd.DataFrame:
         """One row per model: stall, group, model, points, models, R², MAPEs, best, coefficients, note."""

@@ -60,9 +60,9 @@ def fit_stall_models(
         if rows.empty:
             continue
         models += _fit_stall(stall, rows, group_key(stall, by_batch_size), probes, given)
-    warnings = list(observations.attrs.get("left_out") or [])
-    warnings += _label_warnings(db_path, observations) if db_path is not None else []
-    return FitReport(observations=observations, models=models, probes=probes, label_warnings=warnings)
+    warnings = _label_warnings(db_path, observations) if db_path is not None else []
+    return FitReport(observations=observations, models=models, probes=probes, label_warnings=warnings,
+                     left_out=list(observations.attrs.get("left_out") or []))  # fmt: skip
 
 
 def _label_warnings(db_path: Path | str, observations: pd.DataFrame) -> list[str]:
