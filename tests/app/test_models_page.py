@@ -142,7 +142,7 @@ def test_a_group_named_by_a_label_its_machine_contradicts_says_so(tmp_path, monk
 
 
 def test_runs_left_out_of_the_fits_are_named_on_the_page(tmp_path, monkeypatch):
-    """`stash fit` named the runs it left out (an impossible breakdown); the page, where they are not among any
+    """`stash fit` named the runs it left out (an impossible breakdown); the page, where they are among no
     configuration's points, said nothing of them."""
     from stash_core.analysis.coherence import IMPOSSIBLE
 
