@@ -9,6 +9,7 @@ Plain rows, no pandas: `stash runs` and `stash show` start without it.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from stash_core.store.connection import connect
 from stash_core.store.relations import relation_rows
 
 _STOPPED = ("failed", "interrupted")  # a phase's status where the profile ended
+_FAILED_RUN = re.compile(r"run (R\w+) \(")  # a profile's error: "run R1n (2 workers over ...) failed: ..."
 JOB_PHASE = "R2"  # all workers on the job's own data: the time of the job profiled, where it reads data
 
 
@@ -47,6 +49,8 @@ def partial_note(run: dict[str, Any], phases: list[dict[str, Any]]) -> str | Non
         return None  # the job's time as set up (R2's, or R1n's without real data), whichever run stopped
     described = {phase.get("phase"): phase.get("description") for phase in phases}
     stopped = next((phase.get("phase") for phase in phases if phase.get("status") in _STOPPED), None)
+    # a run whose later launch failed keeps its earlier ones, completed: its error names it
+    stopped = stopped or (match[1] if (match := _FAILED_RUN.match(str(run.get("error") or ""))) else None)
     ended = f"{run.get('status') or 'not completed'}{f' in {stopped}' if stopped else ''}"
     what = f" ({described[reference]})" if described.get(reference) else ""
     return f"{ended}; its time is {reference}'s{what}, the last phase that completed"
@@ -63,7 +67,7 @@ def partial_notes_of(con: duckdb.DuckDBPyConnection, run_ids: list[str]) -> dict
     among = "list_contains(CAST(? AS VARCHAR[]), run_id)"
     runs = relation_rows(
         con.sql(
-            "SELECT run_id, status, iteration_s, reference_phase, spec FROM runs "
+            "SELECT run_id, status, iteration_s, reference_phase, spec, error FROM runs "
             f"WHERE status <> 'completed' AND iteration_s IS NOT NULL AND {among}",
             params=[list(run_ids)],
         )

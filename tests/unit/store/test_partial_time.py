@@ -40,3 +40,14 @@ def test_a_run_stopped_after_the_job_s_phase_is_not_marked_and_one_stopped_befor
 
 def test_a_run_without_a_readable_spec_takes_r2_as_the_job_s_phase() -> None:
     assert job_phase({"spec": "{not json"}) == job_phase({}) == "R2"
+
+
+def test_a_run_whose_later_launch_failed_is_said_to_have_failed_in_it() -> None:
+    """R1n kept its completed launches when a later one failed, and reads "completed": the note said "failed;
+    its time is R1n's", naming no run it failed in."""
+    phases = [{"phase": "R0", "status": "completed"}, {"phase": "R1n", "status": "completed"},
+              {"phase": "R3", "status": "skipped"}, {"phase": "R2", "status": "skipped"}]  # fmt: skip
+    run = {"status": "failed", "iteration_s": 0.33, "reference_phase": "R1n", "spec": spec(dataset="/data"),
+           "error": "run R1n (2 workers over 2 machines, synthetic data) failed: rank 1: connection reset"}
+    said = partial_note(run, phases)
+    assert said is not None and said.startswith("failed in R1n; its time is R1n's")
