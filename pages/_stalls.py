@@ -227,7 +227,8 @@ def runs_table(table: pd.DataFrame, measure: str) -> tuple[pd.DataFrame, dict]:
     shown = pd.DataFrame({"run": table["run_label"]})
     shown["iteration"] = [seconds_text(v, c) for v, c in zip(table["iteration_s"], table["iteration_ci95_s"],
                                                                 strict=True)]  # fmt: skip
-    config: dict = {"run": st.column_config.TextColumn("run", pinned=True)}
+    # a run whose breakdown cannot be read as stalls ends its label with "impossible" (FIGURES_HELP says why)
+    config: dict = {"run": st.column_config.TextColumn("run", pinned=True, help=FIGURES_HELP)}
     number = st.column_config.NumberColumn
     for part in (*STALL_LABELS, "unattributed"):
         column = f"{part}{suffix}"
@@ -238,9 +239,6 @@ def runs_table(table: pd.DataFrame, measure: str) -> tuple[pd.DataFrame, dict]:
         label = f"{SHORT_LABELS.get(part, PART_LABELS.get(part, part))} ({unit})"
         shown[column] = table[column]
         config[column] = number(label, format="percent" if unit == "%" else "%.4f")
-    if "figures" in table.columns and table["figures"].astype(bool).any():
-        shown["figures"] = table["figures"]
-        config["figures"] = st.column_config.TextColumn("Figures", help=FIGURES_HELP)
     if table["not_resolved"].astype(bool).any():  # a figure of 0.0000 may be a stall within the noise
         shown["not_resolved"] = table["not_resolved"]
         config["not_resolved"] = st.column_config.TextColumn("Not resolved (may be 0)")
