@@ -115,3 +115,18 @@ def eta_text(durations: list[float], remaining: int, runs_done: int = 0, runs_le
     if left_s < 5400:
         return f"(about {left_s / 60:.0f} min left)"
     return f"(about {left_s / 3600:.1f} h left)"
+
+
+def progress_line(event: dict[str, Any]) -> str | None:
+    """A line of progress inside a campaign's profile, from its protocol messages: each round of launches
+    as it starts, each launch as it ends with its time per iteration; None for the rest (a profile of
+    minutes said nothing between its start and its end)."""
+    if event.get("kind") != "PHASE":
+        return None
+    if event.get("event") == "round" and event.get("text"):
+        return f"      {event['text']}"
+    if event.get("event") == "finished" and event.get("name"):
+        mean_s = event.get("mean_s")
+        took = f": {mean_s:.3g} s per iteration" if isinstance(mean_s, int | float) else ""
+        return f"      {event['name']} {event.get('status') or 'ended'}{took}"
+    return None

@@ -205,7 +205,7 @@ def cmd_campaign(args: argparse.Namespace) -> int:
         _print_plan(plan, settings)
         return 0
 
-    from stash_core.campaign.local import run_campaign
+    from stash_core.campaign.local import progress_line, run_campaign
 
     def report(line: str) -> None:
         print(printable(line), file=sys.stderr, flush=True)
@@ -213,7 +213,11 @@ def cmd_campaign(args: argparse.Namespace) -> int:
     if not Path(settings.db_path).exists():  # a mistyped --db would profile everything again, unsaid
         report(f"note: {settings.db_path} does not exist yet: this campaign starts a new database there, "
                "so nothing counts as stored")  # fmt: skip
-    outcome = run_campaign(plan, settings, report=report)
+    def on_event(event: dict) -> None:
+        if line := progress_line(event):
+            report(line)
+
+    outcome = run_campaign(plan, settings, report=report, on_event=on_event)
     print(
         f"campaign: {len(outcome.completed)} profiled, {len(outcome.skipped)} already stored, "
         f"{len(outcome.failed)} failed, {outcome.elapsed_s / 60:.1f} min"

@@ -517,7 +517,7 @@ def test_a_campaign_on_a_database_that_does_not_exist_says_so_at_its_start(tmp_p
     from stash_core.campaign.local import CampaignOutcome
     from stash_core.cli.main import main
 
-    monkeypatch.setattr(local, "run_campaign", lambda plan, settings, report: CampaignOutcome(planned=plan))
+    monkeypatch.setattr(local, "run_campaign", lambda plan, settings, **_: CampaignOutcome(planned=plan))
     db = tmp_path / "typo.duckdb"
     args = ["campaign", "--models", "resnet10", "--batch-sizes", "2", "--workers", "1", "--db", str(db)]
     assert main(args) == 0
@@ -542,3 +542,17 @@ def test_an_empty_item_of_a_list_is_refused_not_dropped(models, capsys):
 
     assert main(["campaign", "--models", models, "--dry-run"]) == 2
     assert "an empty item in" in capsys.readouterr().err
+
+
+def test_a_profile_s_rounds_and_launches_are_said_as_they_go():
+    """A campaign said nothing between a profile's start and its end, minutes apart."""
+    from stash_core.campaign.local import progress_line
+
+    assert progress_line({"kind": "PHASE", "event": "round", "text": "round 2 of 3: R1 R0"}) == (
+        "      round 2 of 3: R1 R0"
+    )
+    finished = {"kind": "PHASE", "event": "finished", "name": "R1", "status": "completed", "mean_s": 0.1234}
+    assert progress_line(finished) == "      R1 completed: 0.123 s per iteration"
+    assert progress_line({**finished, "mean_s": None, "status": "failed"}) == "      R1 failed"
+    assert progress_line({"kind": "PROGRESS", "fraction_done": 0.5}) is None
+    assert progress_line({"kind": "PHASE", "event": "started", "name": "R0"}) is None
