@@ -19,6 +19,8 @@ from stash_core.units import finite_float
 # The prefix of the warning, so that pages and commands can find it among the breakdown's warnings.
 IMPOSSIBLE = "impossible differential run"
 DIFFERENT_WORK = "runs not comparable"
+# ...and of a profile on the emulated cluster whose links changed as it ran: its network figures mix two links
+LINKS_CHANGED = "the emulated cluster's links changed while it ran"
 WHAT_TO_DO = (
     "make each process do the same work whatever the world size (a fixed torch.set_num_threads and batch "
     "size per process, the same data per process) and profile again; until then these stalls are not a "

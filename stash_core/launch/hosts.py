@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from stash_core import PACKAGE_PARENT, __version__
+from stash_core.analysis.coherence import LINKS_CHANGED  # its network stall is no fit's (store/reads.py)
 from stash_core.errors import MeasurementError, UsageError
 from stash_core.launch import cluster
 from stash_core.launch.cluster.gone import gone_reason, no_state_message, require_present
@@ -236,8 +237,6 @@ def bottleneck_link(status: dict, nodes: int) -> dict:
     }
 
 
-# A run's warning; the network stall of such a run is no fit's (store/reads.py).
-LINKS_CHANGED = "the emulated cluster's links changed while it ran"
 
 
 def link_change_warning(

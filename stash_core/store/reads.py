@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from stash_core.launch.hosts import LINKS_CHANGED
+from stash_core.analysis.coherence import LINKS_CHANGED
 from stash_core.store import connect, query_readonly
 from stash_core.store.schema import VALID_FIGURE
 from stash_core.zoo_names import canonical_model, factory_of, model_file_sha256

@@ -126,8 +126,7 @@ def test_an_interconnect_stall_is_grouped_by_the_workers_its_r1_ran_on_one_machi
 def test_runs_whose_links_changed_or_whose_breakdown_cannot_be_are_left_out_of_the_fits_and_said(tmp_path):
     """A run whose emulated links were changed while it ran was fitted as if its network were the first one
     (its warning said its figures mix both); an impossible breakdown's stalls were fitted too."""
-    from stash_core.analysis.coherence import IMPOSSIBLE
-    from stash_core.launch.hosts import LINKS_CHANGED
+    from stash_core.analysis.coherence import IMPOSSIBLE, LINKS_CHANGED
 
     db = tmp_path / "fit.duckdb"
     stalls = {"compute": 0.3, "interconnect": 0.02, "network": 0.05}
