@@ -14,7 +14,6 @@ is how resume tells them apart and how the stall fits read the bandwidth back.
 
 from __future__ import annotations
 
-import functools
 import re
 import shlex
 import socket
@@ -24,13 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from stash_core.campaign.result_names import result_file
-from stash_core.campaign.shapes import shape_for
+from stash_core.campaign.shapes import model_defaults, shape_for
 from stash_core.campaign.stored import completed_keys
 from stash_core.errors import UsageError
 from stash_core.spec import ProfileSpec, script_model_name, script_sha256
 from stash_core.spec_parse import one_per_rate, parse_iterations, parse_stalls
 from stash_core.zoo_names import (
-    SCRIPT_PREFIX,
     ZOO_NAMES,
     canonical_model,
     close_zoo_names,
@@ -207,29 +205,14 @@ def covers(measured: dict[str, Any], item: CampaignItem, settings: CampaignSetti
     # A stored run of the model's own shape or classes holds null: it measured the defaults, which the
     # campaign may name (--num-classes 1000 of an ImageNet model).
     if asked := shape_for(item.model, settings.input_shape):
-        shape = measured["input_shape"] or _model_defaults(item.model)[0]
+        shape = measured["input_shape"] or model_defaults(item.model)[0]
         if shape != asked:
             return False
     if settings.num_classes:
-        classes = measured["num_classes"] or _model_defaults(item.model)[1]
+        classes = measured["num_classes"] or model_defaults(item.model)[1]
         if classes != settings.num_classes:
             return False
     return set(profile_spec(item, settings).stalls) <= measured["stalls"]
-
-
-@functools.cache
-def _model_defaults(model: str) -> tuple[tuple[int, ...] | None, int | None]:
-    """(input shape, classes) a model is built with when none are given; (None, None) for one that cannot be
-    described here (a script, a model file that fails): a stored run of its defaults then covers nothing."""
-    if model.startswith(SCRIPT_PREFIX):
-        return None, None
-    from stash_core.zoo import describe_model
-
-    try:
-        info = describe_model(model)
-    except Exception:  # noqa: BLE001 - any failure of a user's factory: no defaults known
-        return None, None
-    return tuple(info.input_shape), info.num_classes
 
 
 def plan_script_campaign(

@@ -47,17 +47,25 @@ def shape_for(model: str, text: str | None) -> tuple[int, ...] | None:
     return next(shape for shape in shapes if (len(shape) == 1) == tokens)
 
 
-@functools.cache
 def takes_tokens(model: str) -> bool | None:
     """Whether a model takes token ids (one sequence length) rather than images; None where unknown."""
     name = model.strip().lower()
     if name in ZOO_NAMES:
         return name in TOKEN_MODELS
+    shape = model_defaults(model)[0]  # a user's factory: built once for the plan's every question
+    return None if shape is None else len(shape) == 1
+
+
+@functools.cache
+def model_defaults(model: str) -> tuple[tuple[int, ...] | None, int | None]:
+    """(input shape, classes) a model is built with when none are given; (None, None) for one that cannot be
+    described here (a script, a model file that fails): a stored run of its defaults then covers nothing."""
     if model.startswith(SCRIPT_PREFIX):
-        return None
-    from stash_core.zoo import describe_model  # a user's factory: built once, as the campaign's check does
+        return None, None
+    from stash_core.zoo import describe_model
 
     try:
-        return len(describe_model(model).input_shape) == 1
-    except Exception:  # noqa: BLE001 - any failure of a user's factory: its kind unknown
-        return None
+        info = describe_model(model)
+    except Exception:  # noqa: BLE001 - any failure of a user's factory: no defaults known
+        return None, None
+    return tuple(info.input_shape), info.num_classes
