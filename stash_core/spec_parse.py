@@ -124,8 +124,11 @@ def parse_rate(text: str) -> str:
 
 
 def parse_stalls(text: str) -> list[str]:
-    names = [part.strip().lower() for part in text.split(",") if part.strip()]
-    names = [_STALL_ALIASES.get(name, name) for name in names]
+    parts = [part.strip().lower() for part in text.split(",")]
+    if any(parts) and not all(parts):  # "compute,,network": a name left out, or a comma too many
+        said = f"--stalls: an empty item in {text[:200]!r}: two commas in a row, or one at an end"
+        raise FieldError(said, "stalls", text[:200], "empty item")
+    names = [_STALL_ALIASES.get(name, name) for name in parts if name]
     check_stalls(names)
     return [stall for stall in STALLS if stall in names]
 

@@ -177,6 +177,8 @@ def test_the_run_options_are_not_part_of_the_spec(tmp_path: Path) -> None:
     [
         (["--stalls", "gpu"], "--stalls: unknown stall gpu"),
         (["--stalls", " , "], r"--stalls: unknown stall \(empty\)"),
+        (["--stalls", "compute,,network"], "--stalls: an empty item in 'compute,,network'"),
+        (["--stalls", "compute,"], "--stalls: an empty item"),
         (["--iterations", "1"], "--iterations must be 'auto' or an integer >= 2"),
         (["--iterations", "²"], "--iterations must be 'auto'"),
         (["--input-shape", "3,0,4"], "--input-shape must be positive integers"),
