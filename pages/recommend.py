@@ -104,7 +104,7 @@ def request_form() -> RecommendRequest | None:
             disabled=kind == "image",
             help="transformers: fused (scaled_dot_product_attention) or eager (matrix products, softmax)",
         )  # fmt: skip
-        second = st.columns(4)
+        second = st.columns(5)
         budget = second[0].number_input(  # %g: a budget typed as 0.004 h is shown as such, not as 0.00
             "Time budget (hours, 0 = none)", value=24.0, step=1.0, format="%g",
             key="rec-budget",
@@ -118,7 +118,11 @@ def request_form() -> RecommendRequest | None:
             "Most instances of one type", value=4, step=1, key="rec-max-instances",
             persist_state="session"
         )
-        spot = second[3].toggle("Spot prices", key="rec-spot", persist_state="session")
+        gpus_used = second[3].number_input(
+            "GPUs used per instance (0 = all)", value=0, step=1, key="rec-workers", persist_state="session",
+            help="one worker per GPU; instances with fewer GPUs are not evaluated",
+        )  # fmt: skip
+        spot = second[4].toggle("Spot prices", key="rec-spot", persist_state="session")
         chosen = st.multiselect(
             "Instances to consider",
             load(views.recommend.instance_names),
@@ -147,6 +151,7 @@ def request_form() -> RecommendRequest | None:
             spot=bool(spot),
             instances=tuple(chosen) or None,
             max_instances=int(max_instances),
+            workers_per_instance=int(gpus_used) if gpus_used != 0 else None,  # a negative one: refused, named
             memory_format=str(memory_format) if kind != "tokens" else "nchw",
             optimizer=None if optimizer == "model default" else str(optimizer),
             optimizer_impl=str(optimizer_impl),
@@ -320,6 +325,7 @@ def main() -> None:
 WORDS = {
     "raise --budget-hours or allow more instances (--max-instances)":
         "raise the time budget or the most instances of one type",
+    ", or use more GPUs of each (--workers-per-instance)": ", or use more GPUs per instance",
     "(set one with `stash instances set`)": "(set one in the instance catalog below)",
     "profile the job there with --instance ": "profile the job there, the Run page's Instance label set to ",
     "change it with `stash instances set`": "change its row instead",
@@ -328,6 +334,7 @@ WORDS = {
     "dataset_images: must": "the samples in one epoch: must", "budget_hours: must": "Time budget: must",
     "epochs: must": "Epochs: must", "max_usd: must": "Cost limit: must",
     "max_instances: must": "Most instances of one type: must",
+    "workers_per_instance: must": "GPUs used per instance: must",
     "--optimizer-impl": "Optimizer implementation", "--optimizer": "Optimizer",  # the job's habits' fields
     "--memory-format": "Memory format", "--attention": "Attention",
     "give budget_hours (a time budget), max_usd (a cost limit) or both":

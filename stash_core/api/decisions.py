@@ -44,9 +44,9 @@ def recommend(
     dataset_samples: int | None = None,
     input_shape: tuple[int, ...] | list[int] | str | None = None, budget_hours: float | None = None,
     max_usd: float | None = None, spot: bool = False, instances: list[str] | str | None = None,
-    max_instances: int = 4, precision: str = "pytorch", memory_format: str = "nchw",
-    optimizer: str | None = None, optimizer_impl: str = "foreach", attention: str = "fused",
-    db: Path | str | None = None,
+    max_instances: int = 4, workers_per_instance: int | None = None, precision: str = "pytorch",
+    memory_format: str = "nchw", optimizer: str | None = None, optimizer_impl: str = "foreach",
+    attention: str = "fused", db: Path | str | None = None,
 ) -> Recommendation:  # fmt: skip
     """The cheapest instances (type and count) that train `model` for `epochs` within a time budget or a
     cost limit (`stash recommend`), measured where profiles are stored, predicted elsewhere.
@@ -61,6 +61,8 @@ def recommend(
         budget_hours: the time budget; max_usd: the cost limit (one of them at least).
         spot: price with spot instead of on-demand prices.
         instances: "all" (the default) or catalog instance names; max_instances: most of one type.
+        workers_per_instance: GPUs used per instance, one worker each (default all of them); instances
+            with fewer GPUs are not evaluated.
         precision, memory_format, optimizer, optimizer_impl, attention: how the job trains (as predict()).
         db: the database (default $STASH_DB, else ./results.duckdb).
 
@@ -85,7 +87,8 @@ def recommend(
         budget_hours=checked("budget_hours", budget_hours, positive_real(1e6)),
         max_usd=checked("max_usd", max_usd, positive_real(1e12)), spot=switch("spot", spot),
         instances=instance_selection(instances, 1000), max_instances=required("max_instances", max_instances,
-        count(64)), precision=precision, input_shape=tuple(shape) if shape else None,
+        count(64)), workers_per_instance=checked("workers_per_instance", workers_per_instance, count(1024)),
+        precision=precision, input_shape=tuple(shape) if shape else None,
         habits=TrainingJob(memory_format, optimizer, optimizer_impl, attention),
     )  # fmt: skip
     from stash_core.cells import plain_row

@@ -63,6 +63,10 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     )  # fmt: skip
     rec.add_argument("--max-instances", type=count(64), default=4, help="most instances of one type")
     rec.add_argument(
+        "--workers-per-instance", type=count(1024), default=None,
+        help="GPUs used per instance, one worker each (default all); instances with fewer are not evaluated",
+    )  # fmt: skip
+    rec.add_argument(
         "--all", action="store_true",
         help="list every evaluated configuration, also those that miss the constraints (JSON: predictions; "
         "its options are those that meet them)",
@@ -85,7 +89,8 @@ def cmd_recommend(args: argparse.Namespace) -> int:
     result = recommend(
         args.model, args.batch_size, args.epochs, args.dataset_images, input_shape=args.input_shape,
         budget_hours=args.budget_hours, max_usd=args.max_usd, spot=args.spot, instances=args.instances or None,
-        max_instances=args.max_instances, precision=args.precision, memory_format=args.memory_format,
+        max_instances=args.max_instances, workers_per_instance=args.workers_per_instance,
+        precision=args.precision, memory_format=args.memory_format,
         optimizer=args.optimizer, optimizer_impl=args.optimizer_impl, attention=args.attention,
         db=db_path(args),
     ).answer  # fmt: skip
@@ -117,15 +122,19 @@ def format_recommendation(result: Recommendation, show_all: bool = False) -> str
     if result.best is None:
         lines.append(f"no recommendation: {result.infeasible_reason}")
     if len(options):
+        records = options.to_dict(orient="records")
+        # as wide as the widest label: "1 x Standard_NC80adis_H100_v5 (1 of 2 GPUs each)" runs past 34
+        config_w = max([34, *(len(str(row["config"])) + 1 for row in records)])
         lines.append("")
         lines.append(
-            f"  {'#':>2} {'configuration':<34}{'workers':>8}  {'source':<11}{'epoch':>9}{'training':>10}"
+            f"  {'#':>2} {'configuration':<{config_w}}{'workers':>8}  {'source':<11}"
+            f"{'epoch':>9}{'training':>10}"
             f"{'USD':>11}{'USD/h':>8}{'price of':>12}"
             f"{'±err':>7}{'±comm':>7}  stalls per iteration (compute/interconnect/network/cpu/disk, ms)"
         )
         budget_h = result.request.get("budget_hours")
         within_s = None if budget_h is None else budget_h * 3600
-        lines += [_option_line(row, within_s) for row in options.to_dict(orient="records")]
+        lines += [_option_line(row, within_s, config_w) for row in records]
         lines.append(
             "  workers: GPUs used of each instance's GPUs; price of: the date of the catalog's price (its source: "
             "`stash instances show NAME`); ?: not predicted (CPU and disk stalls need a profile with real data); "
@@ -154,7 +163,7 @@ def _workers(row: dict[str, Any]) -> str:
     return f"{row['workers_per_instance']}/{gpus}" if gpus else f"{row['workers_per_instance']} CPU"
 
 
-def _option_line(row: dict[str, Any], within_s: float | None) -> str:
+def _option_line(row: dict[str, Any], within_s: float | None, config_w: int = 34) -> str:
     rank = finite_float(row["rank"])
     stalls = "/".join(
         "?" if finite_float(row[f"{s}_s"]) is None else fixed(row[f"{s}_s"] * 1e3, ".0f") for s in STALL_NAMES
@@ -164,7 +173,7 @@ def _option_line(row: dict[str, Any], within_s: float | None) -> str:
     error = percent(row["expected_error"]) + ("*" if row.get("unvalidated") else "")
     comm = percent(row.get("comm_error")) if int(row["workers_total"]) > 1 else "-"
     return (
-        f"  {'' if rank is None else str(int(rank)):>2} {row['config']:<34}{_workers(row):>8}  "
+        f"  {'' if rank is None else str(int(rank)):>2} {row['config']:<{config_w}}{_workers(row):>8}  "
         f"{row['source']:<11}"
         f"{_cell(duration_words(row['epoch_s']), 9)}"
         f"{_cell(duration_words(row['training_h'] * 3600, within_s), 10)}"

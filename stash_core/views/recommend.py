@@ -55,6 +55,7 @@ class RecommendRequest:
     spot: bool = False
     instances: tuple[str, ...] | None = None
     max_instances: int = DEFAULT_MAX_INSTANCES
+    workers_per_instance: int | None = None  # GPUs used of each instance; None: all of them
     precision: str = "pytorch"  # PyTorch's own for the model (profile_arithmetic.default_precision)
     input_shape: tuple[int, ...] | None = None  # one sample; None: the model's default
     memory_format: str = "nchw"  # the job's habits (decide/predict/job.py)

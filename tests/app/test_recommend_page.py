@@ -111,6 +111,18 @@ def test_recommendation_with_pareto_chart_and_explanation(populated, monkeypatch
     assert ranked.set_index("config").loc["1 x p3.16xlarge", "gpus"] == "8/8"
 
 
+def test_the_gpus_used_of_each_instance_can_be_fewer_than_it_has(populated, monkeypatch):
+    app = _page(populated, monkeypatch)
+    app.number_input(key="rec-workers").set_value(4)
+    app = _submit(app, 1000.0)
+    assert not app.exception
+    text = " ".join(markdown.value for markdown in app.markdown)
+    assert "4 GPU(s) of each instance, one worker each" in text
+    ranked = next(frame.value for frame in app.dataframe if "config" in frame.value.columns)
+    assert {gpus.rsplit("x", 1)[-1] for gpus in ranked["gpus"]} == {"4/4", "4/8"}  # "2x4/8": 2 x (4 of 8)
+    assert "2 x p3.8xlarge" in set(ranked["config"])
+
+
 def test_budget_that_cannot_be_met_is_explained(populated, monkeypatch):
     app = _submit(_page(populated, monkeypatch), 1.0)
     assert not app.exception
@@ -350,7 +362,8 @@ def test_a_request_is_not_run_again_on_another_database(populated, tmp_path, mon
 @pytest.mark.parametrize(
     ("key", "value", "field"),
     [("rec-batch-resnet50", 0, "Batch size per worker"), ("rec-epochs", 0.0, "Epochs"),
-     ("rec-budget", -5.0, "Time budget"), ("rec-max-instances", 0, "Most instances of one type")],
+     ("rec-budget", -5.0, "Time budget"), ("rec-max-instances", 0, "Most instances of one type"),
+     ("rec-workers", -1, "GPUs used per instance")],
 )  # fmt: skip
 def test_a_value_below_a_fields_bound_is_named_on_recommend_not_kept_out_in_the_browser(
     populated, monkeypatch, key, value, field

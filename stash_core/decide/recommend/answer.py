@@ -152,11 +152,15 @@ def recommend(
     precision: str = "fp32",
     input_shape: tuple[int, ...] | None = None,
     habits: TrainingJob | None = None,
+    workers_per_instance: int | None = None,
 ) -> Recommendation:
     """Rank configurations for training `model` (per-worker `batch_size`, one sample of `input_shape`, in
     `precision`, with `habits`: memory format, optimizer, attention) for `epochs` of `dataset_images`
-    samples."""
+    samples, on `workers_per_instance` GPUs of each instance (None: all of them)."""
     _check_request(batch_size, epochs, dataset_images, budget_hours, max_usd, max_instances)
+    workers = workers_per_instance
+    if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int) or workers <= 0):
+        raise UsageError(f"workers per instance must be a positive whole number, got {workers!r}")
     check_precision(precision)
     check_model(db_path, model)
     model = canonical_model(model)  # `ResNet18` finds the profiles of resnet18
@@ -176,7 +180,7 @@ def recommend(
         "input_shape": None if shape is None else list(shape),
         "precision": precision,
         "precision_why": why,
-        "workers_per_instance": "all GPUs",  # one worker per GPU; the key predict's job has
+        "workers_per_instance": workers_per_instance or "all GPUs",  # one worker per GPU, as predict's job
         "epochs": epochs,
         "dataset_images": dataset_images,
         "budget_hours": budget_hours,
@@ -211,7 +215,7 @@ def recommend(
     job = RentalJob(model, batch_size, float(epochs), dataset_images, pricing, asked, given, habits)
     planner = OptionPlanner(db_path, job, catalog, measured, set_aside=len(set_aside))
     for name, instance in catalog.items():
-        planner.add_instance_options(name, instance, max_instances)
+        planner.add_instance_options(name, instance, max_instances, workers_per_instance)
     if not instances:
         # Profiles whose instance label is not a catalog name cannot be priced: say so rather than drop them.
         unknown = sorted({str(label) for label in measured["instance"].dropna()} - set(catalog))

@@ -72,9 +72,15 @@ class OptionPlanner:
         self._bases: dict[tuple[str, int], dict[str, Any] | None] = {}
         self._runs: dict[str, dict[str, Any]] = {}  # base profiles' stored runs ({} if gone), read once
 
-    def add_instance_options(self, name: str, instance: dict[str, Any], max_instances: int) -> None:
+    def add_instance_options(
+        self, name: str, instance: dict[str, Any], max_instances: int, workers_asked: int | None = None
+    ) -> None:
+        """Its measured and predicted configurations: with `workers_asked` workers per instance (None: one
+        per GPU)."""
         price, price_status = hourly_price(instance, name, self.job.pricing)
         runs = self._measured_rows.get(name, [])
+        if workers_asked is not None:
+            runs = [row for row in runs if int(row["workers_per_node"]) == workers_asked]
         seen = set()
         for row in runs:
             key = (int(row["workers_per_node"]), int(row["nodes"]))
@@ -84,8 +90,12 @@ class OptionPlanner:
             estimate = measured_estimate(row)
             self._add(name, instance, key[1], key[0], estimate, price, price_status)
         accelerators = instance.get("accelerator_count") or 0
+        if accelerators > 0 and workers_asked is not None and workers_asked > accelerators:
+            asked = f"the {workers_asked} workers per instance asked (one per GPU)"
+            self._exclude(f"{name}: {accelerators} GPU(s), fewer than {asked}")
+            return
         if accelerators > 0:
-            worker_counts = [accelerators]
+            worker_counts = [workers_asked or accelerators]
         else:  # a CPU machine: workers are processes, so only counts that were profiled make sense
             worker_counts = sorted({int(row["workers_per_node"]) for row in runs})
             if not worker_counts:

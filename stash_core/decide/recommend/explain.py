@@ -22,7 +22,7 @@ def job_headline(request: dict[str, Any]) -> str:
     head = (
         f"{request['model']}, batch {request['batch_size']} per worker{shape_text}, "
         f"{precision_words(request)}, {request['habits'] + ', ' if request.get('habits') else ''}"
-        f"one worker per GPU, {epochs_words(request['epochs'])} of "
+        f"{workers_words(request.get('workers_per_instance'))}, {epochs_words(request['epochs'])} of "
         f"{request['dataset_images']:,} samples, {pricing} prices"
     )
     if request.get("budget_hours") is not None:
@@ -30,6 +30,13 @@ def job_headline(request: dict[str, Any]) -> str:
     if request.get("max_usd") is not None:
         head += f", at most {usd_words(request['max_usd'])}"
     return head
+
+
+def workers_words(workers_per_instance: Any) -> str:
+    """How many GPUs of each instance the job uses: all of them (one worker each) or the number asked."""
+    if isinstance(workers_per_instance, int):
+        return f"{workers_per_instance} GPU(s) of each instance, one worker each"
+    return "one worker per GPU"
 
 
 def epochs_words(epochs: float) -> str:
@@ -276,10 +283,12 @@ def infeasible_reason(options: pd.DataFrame, request: dict[str, Any], excluded: 
     budget = request["budget_hours"]
     if budget is not None and not priced["meets_time"].any():
         fastest = priced.sort_values("training_h").iloc[0]
+        asked = request.get("workers_per_instance")
         return (
             f"no configuration finishes {work} within {budget:g} h: the fastest, {fastest['config']} "
             f"({fastest['source']}), needs {duration_words(fastest['training_h'] * 3600)}; raise "
             "--budget-hours or allow more instances (--max-instances)"
+            + (", or use more GPUs of each (--workers-per-instance)" if isinstance(asked, int) else "")
         )
     in_time = priced[priced["meets_time"]]
     cheapest = in_time.sort_values("training_usd").iloc[0]
