@@ -292,9 +292,11 @@ def running_text(text: str) -> str:
 
 
 def _named_counts(text: str, placeholder: str, what: str, check: Any) -> str:
-    parts = [part.strip() for part in text.split(",") if part.strip()]
-    if not parts:
+    parts = [part.strip() for part in text.split(",")]
+    if not any(parts):
         raise argparse.ArgumentTypeError(f"give at least one NAME[:{placeholder}]")
+    if not all(parts):  # "p3.2xlarge,,g4dn.xlarge": a name left out, or a comma too many
+        raise argparse.ArgumentTypeError(f"an empty item in {text[:200]!r}: two commas in a row, or one at an end")
     for part in parts:
         name, colon, number = part.partition(":")
         identifier(name)

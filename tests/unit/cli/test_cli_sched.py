@@ -59,6 +59,7 @@ def test_bad_arguments_exit_2_with_one_line(tmp_path, capsys):
     for argv, message in [
         (["--synthetic-jobs", "5", "--cluster", "2x0x8"], "--cluster"),
         (["--synthetic-jobs", "5", "--policies", "fastest"], "unknown policy"),
+        (["--synthetic-jobs", "5", "--policies", "fifo,,las"], "--policies: an empty item in 'fifo,,las'"),
         (["--trace", str(tmp_path / "none.csv")], "trace does not exist"),
         (
             ["--synthetic-jobs", "5", "--cluster", "1x1x1", "--policies", "spread"],

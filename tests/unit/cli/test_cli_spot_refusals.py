@@ -52,6 +52,12 @@ def test_a_bad_workload_is_refused_alike_by_spot_and_replan(tmp_path, capsys, co
     _one_line(status, out, message)
 
 
+@pytest.mark.parametrize("command", [SPOT, REPLAN], ids=["spot", "spot-replan"])
+def test_an_empty_item_of_the_offers_is_refused_not_dropped(tmp_path, capsys, command):
+    status, out = _stash(tmp_path, capsys, command, instances="g3.4xlarge:4,,g3.8xlarge:5")
+    _one_line(status, out, "an empty item in 'g3.4xlarge:4,,g3.8xlarge:5': two commas in a row")
+
+
 def test_a_non_finite_ps_bandwidth_is_refused(tmp_path, capsys):
     path = tmp_path / "workload.json"
     path.write_text(json.dumps(WORKLOAD)[:-1] + ', "ps_bandwidth_mbps": NaN}')
