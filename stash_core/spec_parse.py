@@ -296,7 +296,8 @@ def _named_counts(text: str, placeholder: str, what: str, check: Any) -> str:
     if not any(parts):
         raise argparse.ArgumentTypeError(f"give at least one NAME[:{placeholder}]")
     if not all(parts):  # "p3.2xlarge,,g4dn.xlarge": a name left out, or a comma too many
-        raise argparse.ArgumentTypeError(f"an empty item in {text[:200]!r}: two commas in a row, or one at an end")
+        said = f"an empty item in {text[:200]!r}: two commas in a row, or one at an end"
+        raise argparse.ArgumentTypeError(said)
     for part in parts:
         name, colon, number = part.partition(":")
         identifier(name)
