@@ -245,8 +245,8 @@ def is_database_corruption(error: BaseException) -> bool:
 
 # The way back from a damaged database: the result files hold every profile whole.
 RESTORE_ADVICE = (
-    "restore it from a copy, or store the result files again into a new one (stash ingest results/*.json "
-    "--db NEW.duckdb)"
+    "restore it from a copy, or store the result files again into a new one (stash ingest --skip-bad "
+    "results/*.json --db NEW.duckdb)"
 )
 
 

@@ -13,6 +13,7 @@ import difflib
 import functools
 import re
 import sys
+from pathlib import Path
 
 from stash_core import __version__, containment
 from stash_core.cli.args import add_db_argument, add_format_argument, db_path
@@ -169,6 +170,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     ingest = commands.add_parser("ingest", help="store result files in the database (idempotent)")
     ingest.add_argument("files", nargs="+", type=input_path)
+    ingest.add_argument(
+        "--skip-bad", action="store_true",
+        help="store the files that can be stored and name those that cannot (exit 1 when any); without it, "
+        "one bad file stores none",
+    )  # fmt: skip
     add_db_argument(ingest)
 
     runs = commands.add_parser("runs", help="list stored runs")
@@ -274,11 +280,31 @@ def cmd_profile(args) -> int:
 
 def cmd_ingest(args) -> int:
     from stash_core import store
-    from stash_core.store.ingest import COMPLETED
+    from stash_core.store.ingest_said import COMPLETED
 
-    for path, run_id, said in store.ingest_files(db_path(args), args.files, words=True):
+    new = not db_path(args).exists()
+    refused: list[str] = []
+
+    def skip(path: Path, why: str) -> None:
+        refused.append(why)
+        print(printable(f"stash: not stored: {why}"), file=sys.stderr)
+
+    try:
+        skip_bad = skip if args.skip_bad else None
+        outcomes = store.ingest_files(db_path(args), args.files, words=True, skip_bad=skip_bad)
+    except UsageError as error:
+        if len(args.files) > 1 and "nothing stored" in str(error):  # the flag that stores the others
+            raise UsageError(f"{error} (--skip-bad stores them and names those it cannot)") from None
+        raise
+    for path, run_id, said in outcomes:
         what = "completed (what it lacked added)" if said == COMPLETED else said
         print(printable(f"{what}  {run_id}  ({path})"))
+    if new and db_path(args).exists():  # a mistyped --db would otherwise go unnoticed
+        print(printable(f"note: {db_path(args)} did not exist: it is a new database"))
+    if refused:
+        said = f"stash: {len(refused)} of the {len(args.files)} files not stored (named above)"
+        print(said, file=sys.stderr)
+        return 1
     return 0
 
 

@@ -19,6 +19,7 @@ import pyarrow as pa
 
 from stash_core.errors import NO_SPACE, StashError, UsageError, first_line
 from stash_core.exits import is_database_io_error
+from stash_core.interrupts import Stopped, received_stop
 from stash_core.pathargs import required_path
 from stash_core.results.file import (
     EXPORT_TABLE,
@@ -32,16 +33,17 @@ from stash_core.results.file import (
 from stash_core.store.connection import STORING, connect
 from stash_core.store.export import table_of_row
 from stash_core.store.ingest_conflicts import (
+    conflict_free,
     missing_sample_parts,
     probes_of_another_run,
     refuse_given_twice,
-    refuse_stored_conflicts,
     sample_figures,
     stored_conflict,
     stored_sample_figures,
 )
 from stash_core.store.ingest_fill import fill_migrated_gaps
 from stash_core.store.ingest_rows import PreparedRun, prepare_probe, prepare_run
+from stash_core.store.ingest_said import ALREADY_STORED, COMPLETED, STORED, nothing_stored, stored_before
 from stash_core.store.rollback import rollback_if_open
 from stash_core.store.simulations import (
     SIMULATION_KIND,
@@ -55,10 +57,6 @@ from stash_core.userfiles import read_user_json
 # A batch of files holds the database for at most this long before readers get a turn.
 READER_TURN_S = 0.5
 _TIME_COLUMNS = ("started_at", "finished_at", "ingested_at")
-# What storing one file did (ingest_files with words=True): the CLI says it per file.
-STORED = "stored"  # a run, probe set or simulation new to the database
-COMPLETED = "completed"  # a stored run given what an older layout or an export left out (samples, columns)
-ALREADY_STORED = "already stored"  # the same, stored already: nothing written
 _JSON_COLUMNS = ("spec", "fingerprint", "warnings", "communication")
 _MODEL_COLUMNS = ("name", "kind", "param_count", "grad_tensor_count", "layer_count", "grad_bytes")
 
@@ -76,7 +74,10 @@ def ingest_result(db_path: Path | str, doc: ResultDocument, source_file: str | N
 
 
 def ingest_files(
-    db_path: Path | str, paths: list[Path] | list[str], words: bool = False
+    db_path: Path | str,
+    paths: list[Path] | list[str],
+    words: bool = False,
+    skip_bad: Callable[[Path, str], None] | None = None,
 ) -> list[tuple[Path, str, Any]]:
     """Ingest result files, `stash probe` files and `stash schedule` simulation files; returns (path, run_id,
     probe_id or simulation_id, inserted) per file: whether anything was written, or with `words` what
@@ -89,40 +90,43 @@ def ingest_files(
     closed, so readers get a turn at least that often (opening DuckDB costs some 30 ms of CPU: a connection
     per file made a folder of runs slow to store); ingesting the same files again inserts nothing, and a
     run_id, probe_id or simulation_id stored with different content is refused.
+
+    With `skip_bad`, a file that cannot be stored (unreadable, not valid, in conflict with a stored run) is
+    handed to it with the reason, "PATH: why", and left out; the others are stored.
     """
     db_path = required_path("db_path", db_path)
     if isinstance(paths, str | Path) or not isinstance(paths, list | tuple):
         raise UsageError(f"paths: expected a list of result files, got {paths!r}"[:200])
+    given = [required_path("paths", item) for item in paths]
     prepared: list[tuple[Path, PreparedRun | tuple[str, pd.DataFrame] | PreparedSimulation]] = []
-    for path in [required_path("paths", item) for item in paths]:
+    for path in given:
         try:
-            doc = load_document(path, other_kinds=(SIMULATION_KIND,))  # or a `stash schedule` file
-        except UsageError:
-            _refuse_export_row(path)
-            raise
-        try:
-            if doc.get("kind") == SIMULATION_KIND:
-                item = prepare_simulation(doc, str(path.resolve()))
-            elif doc.get("kind") == PROBE_KIND:
-                item = prepare_probe(doc)
-            else:
-                item = prepare_run(doc, str(path.resolve()))
-        except UsageError as exc:
-            raise UsageError(f"{path}: {exc}") from None
-        prepared.append((path, item))
-    refuse_given_twice(prepared)
-    outcomes = []
+            prepared.append((path, _prepared_file(path)))
+        except UsageError as error:
+            if skip_bad is None:
+                raise UsageError(nothing_stored(str(error), len(given))) from None
+            skip_bad(path, str(error))
+    try:
+        refuse_given_twice(prepared)
+    except UsageError as error:
+        raise UsageError(nothing_stored(str(error), len(given))) from None
+    outcomes: list[tuple[Path, str, str]] = []
     waiting = collections.deque(prepared)
     checked = False
+    storing: Path | None = None  # the file being stored: an interrupt may come after its commit
     try:
         while waiting:
             with connect(db_path) as con:
                 if not checked:  # in the first writer's connection, before anything is inserted
-                    refuse_stored_conflicts(con, prepared)
+                    try:
+                        waiting = collections.deque(conflict_free(con, prepared, skip_bad))
+                    except UsageError as error:
+                        raise UsageError(nothing_stored(str(error), len(given))) from None
                     checked = True
                 turn_ends = time.monotonic() + READER_TURN_S
                 while waiting:  # at least one file a connection
                     path, item = waiting.popleft()
+                    storing = path
                     if isinstance(item, PreparedRun):
                         outcomes.append((path, item.run_id, _insert(con, item)))
                     elif isinstance(item, PreparedSimulation):
@@ -130,35 +134,44 @@ def ingest_files(
                     else:
                         probe_id, frame = item
                         outcomes.append((path, probe_id, _said(_insert_probe(con, probe_id, frame))))
+                    storing = None
                     if time.monotonic() >= turn_ends:
                         break  # readers' turn
             if waiting:
                 give_way(Path(db_path))  # the connection is closed: those waiting get in before the next
-    except KeyboardInterrupt as interrupt:  # Ctrl-C part of the way: what is stored stays, and is said
-        if stored := stored_before(outcomes, len(prepared)):
-            interrupt.add_note(stored)
-        raise
-    except StashError as error:
-        if not (stored := stored_before(outcomes, len(prepared))):
+    except (KeyboardInterrupt, Exception) as error:
+        stopped_by = received_stop()
+        if isinstance(error, KeyboardInterrupt) or stopped_by is not None:
+            # Ctrl-C or a stop signal part of the way (inside a query DuckDB says "Interrupted", opening the
+            # database a StashError): what is stored stays, and is said; the file being stored may be too
+            if not (stored := stored_before(outcomes, len(prepared), storing)):
+                raise
+            stop = error if isinstance(error, KeyboardInterrupt) else Stopped(stopped_by)
+            stop.add_note(stored)
+            raise stop from None
+        if not isinstance(error, StashError) or not (stored := stored_before(outcomes, len(prepared))):
             raise
-        # the database changed before the failure: not "nothing written" (exit 2), and it says what it holds
+        # the database changed before the failure (the failed file's transaction was rolled back): not
+        # "nothing written" (exit 2), and it says what it holds
         raise StashError(f"{first_line(error)}; {stored}") from None
     return outcomes if words else [(path, key, said != ALREADY_STORED) for path, key, said in outcomes]
 
 
-NAMED_FILES = 5  # files named in a failure's note; the others are counted
-
-
-def stored_before(outcomes: list[tuple[Path, str, str]], given: int) -> str:
-    """What a failure part of the way leaves stored, naming the files ("" for none): the same command again
-    stores the rest, and the user knows which went in."""
-    written = [str(path) for path, _, said in outcomes if said != ALREADY_STORED]
-    if not written:
-        return ""
-    named = ", ".join(written[:NAMED_FILES])
-    more = f" and {len(written) - NAMED_FILES} more" if len(written) > NAMED_FILES else ""
-    return (f"{len(written)} of the {given} files were stored before it ({named}{more}; the same command "
-            "again stores the rest, none twice)")  # fmt: skip
+def _prepared_file(path: Path) -> PreparedRun | tuple[str, pd.DataFrame] | PreparedSimulation:
+    """A result, probe or simulation file read and checked, ready to store; UsageError "PATH: why"."""
+    try:
+        doc = load_document(path, other_kinds=(SIMULATION_KIND,))  # or a `stash schedule` file
+    except UsageError:
+        _refuse_export_row(path)
+        raise
+    try:
+        if doc.get("kind") == SIMULATION_KIND:
+            return prepare_simulation(doc, str(path.resolve()))
+        if doc.get("kind") == PROBE_KIND:
+            return prepare_probe(doc)
+        return prepare_run(doc, str(path.resolve()))
+    except UsageError as exc:
+        raise UsageError(f"{path}: {exc}") from None
 
 
 def _said(inserted: bool) -> str:

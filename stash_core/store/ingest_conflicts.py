@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -262,17 +263,28 @@ def refuse_given_twice(prepared: list[tuple[Any, Any]]) -> None:
         seen[key] = (path, figures, samples)
 
 
-def refuse_stored_conflicts(con: duckdb.DuckDBPyConnection, prepared: list[tuple[Any, Any]]) -> None:
-    """UsageError naming the file when a run_id, probe_id or simulation_id is stored with other content, or
-    a run's probe set with another run (checked as the writer, whose connection has made any schema part
-    dropped by hand again)."""
+def conflict_free(
+    con: duckdb.DuckDBPyConnection,
+    prepared: list[tuple[Any, Any]],
+    skip_bad: Callable[[Any, str], None] | None = None,
+) -> list[tuple[Any, Any]]:
+    """The prepared files that can be stored beside what is: a run_id, probe_id or simulation_id stored with
+    other content, or a run's probe set stored with another run, is a UsageError naming the file, or with
+    `skip_bad` handed to it ("PATH: why") and left out (checked as the writer, whose connection has made any
+    schema part dropped by hand again)."""
+    kept = []
     for path, item in prepared:
         if isinstance(item, PreparedSimulation):
             conflict = simulation_conflict(con, item)
         else:
             conflict = stored_conflict(con, item) or probes_of_another_run(con, item)
-        if conflict:
+        if not conflict:
+            kept.append((path, item))
+        elif skip_bad is None:
             raise UsageError(f"{path}: {conflict}")
+        else:
+            skip_bad(path, f"{path}: {conflict}")
+    return kept
 
 
 def stored_conflict(

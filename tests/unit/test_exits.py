@@ -109,7 +109,7 @@ def test_a_corrupt_block_read_after_the_open_is_one_line_not_a_traceback(capsys,
     assert run_command(reads_a_damaged_block) == 2
     err = capsys.readouterr().err
     assert err.startswith("stash: the database is corrupt (Corrupt database file: computed checksum 1")
-    assert err.count("\n") == 1 and "stash ingest results/*.json --db NEW.duckdb" in err
+    assert err.count("\n") == 1 and "stash ingest --skip-bad results/*.json --db NEW.duckdb" in err
 
 
 def test_an_error_that_echoes_a_huge_argument_is_cut_to_a_line_a_terminal_can_show(tmp_path, capsys):

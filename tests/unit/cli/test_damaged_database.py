@@ -12,7 +12,7 @@ from support import damaged_copy
 from stash_core import store
 from stash_core.cli.main import main
 
-WAY_BACK = "stash ingest results/*.json --db NEW.duckdb"
+WAY_BACK = "stash ingest --skip-bad results/*.json --db NEW.duckdb"
 
 
 @pytest.fixture(scope="module")

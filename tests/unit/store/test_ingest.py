@@ -226,6 +226,10 @@ def test_a_bad_second_file_stops_the_whole_batch(
     with pytest.raises(UsageError, match=message) as caught:
         store.ingest_files(db_path, [good, bad])
     assert str(bad) in str(caught.value)
+    # the good file was not stored either, and the refusal says so: it named the bad file alone
+    assert str(caught.value).endswith(
+        "; nothing stored: every file is checked before any is stored, so the other was not stored either"
+    )
     assert row_counts(db_path) == before
     assert store.get_run(db_path, "good") is None
 
@@ -348,7 +352,7 @@ def test_a_run_id_stored_with_other_figures_is_refused_naming_them(
     changed = write_result_atomic(tmp_path / "changed.json", other)
     with pytest.raises(UsageError, match=f"{changed}: run the-run is already stored with other {named};"):
         store.ingest_files(db_path, [changed])
-    with pytest.raises(UsageError, match=f"{changed}: run the-run is also in {first} with other {named}$"):
+    with pytest.raises(UsageError, match=f"{changed}: run the-run is also in {first} with other {named}; nothing"):
         store.ingest_files(tmp_path / "fresh.duckdb", [first, changed])
     assert not (tmp_path / "fresh.duckdb").exists()
     assert row_counts(db_path) == stored
@@ -647,9 +651,9 @@ def test_an_ingest_interrupted_part_way_says_how_many_it_stored(
     monkeypatch.setattr(ingest_module, "_insert", third_is_interrupted)
     assert run_command(lambda: store.ingest_files(db_path, paths)) == 130
     named = ", ".join(str(path) for path in paths[:2])
-    assert capsys.readouterr().err == (
-        f"stash: 2 of the 3 files were stored before it ({named}; the same command again stores the rest, "
-        "none twice)\nstash: interrupted\n"
+    assert capsys.readouterr().err == (  # the third's insert may have been committed when the interrupt came
+        f"stash: 2 of the 3 files were stored before it ({named}, and perhaps {paths[2]}, being stored when it "
+        "stopped; the same command again stores the rest, none twice)\nstash: interrupted\n"
     )
     assert len(store.list_runs(db_path)) == 2
 
@@ -724,5 +728,5 @@ def test_ingest_says_a_stored_run_given_what_it_lacked_was_completed_not_stored(
         con.execute("DELETE FROM iterations WHERE run_id = ?", [doc["run_id"]])
     assert main(["ingest", str(path), "--db", str(db_path)]) == 0
     assert main(["ingest", str(path), "--db", str(db_path)]) == 0
-    said = [line.split("  ")[0] for line in capsys.readouterr().out.splitlines()]
+    said = [line.split("  ")[0] for line in capsys.readouterr().out.splitlines() if not line.startswith("note:")]
     assert said == ["stored", "completed (what it lacked added)", "already stored"]

@@ -14,6 +14,11 @@ from stash_core.sched.report import run_simulation, save_simulation
 from stash_core.store import ingest_files, simulations_frame
 from stash_core.store.runs import run_rows
 
+NOTHING_STORED = (
+    "nothing stored: every file is checked before any is stored, so the other was not stored either "
+    "(--skip-bad stores them and names those it cannot)"
+)
+
 
 def doc() -> dict:
     """A simulation of two jobs under two policies, as `stash schedule` makes it."""
@@ -53,7 +58,10 @@ def test_a_malformed_simulation_file_is_refused_by_name_and_nothing_is_stored(tm
     db = tmp_path / "r.duckdb"
     refused = stash_here(capsys, monkeypatch, "ingest", str(run), str(bad), "--db", str(db))
     assert refused.returncode == 2
-    assert one_line_error(refused) == f"stash: {bad}: simulation document: missing field cluster.switches"
+    # the result file given with it was not stored either, and the line says so
+    assert one_line_error(refused) == (
+        f"stash: {bad}: simulation document: missing field cluster.switches; {NOTHING_STORED}"
+    )
     assert not db.exists() or (simulations_frame(db).empty and not run_rows(db))
 
 
@@ -119,5 +127,6 @@ def test_a_simulation_file_of_another_schema_version_is_refused_with_nothing_sto
         newer.write_text(json.dumps({**doc(), "schema_version": version}))
         refused = stash_here(capsys, monkeypatch, "ingest", str(run), str(newer), "--db", str(db))
         assert refused.returncode == 2
-        assert one_line_error(refused) == f"stash: {newer}: simulation has schema_version {says}"
+        said = f"stash: {newer}: simulation has schema_version {says}; {NOTHING_STORED}"
+        assert one_line_error(refused) == said
         assert not db.exists() or (simulations_frame(db).empty and not run_rows(db))

@@ -1,0 +1,93 @@
+"""A batch of files where some cannot be stored (skip_bad), and one stopped by a signal inside a query."""
+
+from __future__ import annotations
+
+import json
+import signal
+
+import duckdb
+import pytest
+
+from stash_core import store
+from stash_core.cli.main import main
+from stash_core.errors import UsageError
+from stash_core.exits import run_command
+from stash_core.results.file import write_result_atomic
+from stash_core.store import ingest as ingest_module
+
+
+def _files(tmp_path, result_doc, serials=(1, 2, 3)):
+    paths = []
+    for serial in serials:
+        path = tmp_path / f"r{serial}.json"
+        write_result_atomic(path, result_doc(run_id=f"20261122T100000Z-0000000{serial}"))
+        paths.append(path)
+    return paths
+
+
+def test_skip_bad_stores_the_good_files_and_names_each_bad_one(db_path, result_doc, tmp_path) -> None:
+    good = _files(tmp_path, result_doc)
+    broken = tmp_path / "broken.json"
+    broken.write_text("{ not json")
+    export_row = tmp_path / "instances.json"  # a table's row of `stash export --format json`
+    export_row.write_text(json.dumps({"name": "x", "accelerator": None, "accelerator_count": 0, "vcpus": 2}))
+    refused = []
+    given = [good[0], broken, good[1], export_row, good[2]]
+    outcomes = store.ingest_files(db_path, given, skip_bad=lambda path, why: refused.append((path, why)))
+    assert [path for path, _, _ in outcomes] == good
+    assert len(store.list_runs(db_path)) == 3
+    assert [path for path, _ in refused] == [broken, export_row]
+    assert refused[0][1].startswith(f"{broken}: ") and "not valid JSON" in refused[0][1]
+
+
+def test_skip_bad_leaves_out_a_file_in_conflict_with_a_stored_run(db_path, result_doc, tmp_path) -> None:
+    first, second = _files(tmp_path, result_doc, (1, 2))
+    store.ingest_files(db_path, [first])
+    changed = result_doc(run_id="20261122T100000Z-00000001")
+    changed["error"] = "another run's words"
+    other = write_result_atomic(tmp_path / "other.json", changed)
+    with pytest.raises(UsageError, match="nothing stored: every file is checked before any is stored"):
+        store.ingest_files(db_path, [second, other])
+    refused = []
+    outcomes = store.ingest_files(db_path, [second, other], skip_bad=lambda p, why: refused.append(why))
+    assert [path for path, _, _ in outcomes] == [second]
+    assert len(refused) == 1 and refused[0].startswith(f"{other}: run 20261122T100000Z-00000001")
+
+
+def test_a_stop_signal_inside_a_query_still_says_what_was_stored(
+    db_path, result_doc, tmp_path, monkeypatch, capsys
+) -> None:
+    """SIGTERM while DuckDB ran a query surfaced as its "Query interrupted", said as "terminated (SIGTERM)"
+    alone though 188 runs of 400 were stored."""
+    paths = _files(tmp_path, result_doc)
+    real_insert = ingest_module._insert
+
+    def third_is_stopped_inside_duckdb(con, run):
+        if run.run_id.endswith("3"):
+            raise duckdb.InterruptException("INTERRUPT Error: Interrupted!")
+        return real_insert(con, run)
+
+    monkeypatch.setattr(ingest_module, "_insert", third_is_stopped_inside_duckdb)
+    monkeypatch.setattr(ingest_module, "received_stop", lambda: signal.SIGTERM)
+    assert run_command(lambda: store.ingest_files(db_path, paths)) == 128 + signal.SIGTERM
+    err = capsys.readouterr().err
+    assert err.startswith("stash: 2 of the 3 files were stored before it (") and "perhaps" in err
+    assert err.endswith("stash: terminated (SIGTERM)\n")
+
+
+def test_stash_ingest_skip_bad_exits_1_naming_the_files_not_stored(result_doc, tmp_path, capsys) -> None:
+    good = _files(tmp_path, result_doc, (1, 2))
+    broken = tmp_path / "broken.json"
+    broken.write_text("{ not json")
+    db = tmp_path / "new" / "r.duckdb"
+    assert main(["ingest", str(good[0]), str(broken), str(good[1]), "--db", str(db)]) == 2
+    err = capsys.readouterr().err
+    assert "so the 2 others were not stored either (--skip-bad stores them and names those it cannot)" in err
+    assert not db.exists()
+    assert main(["ingest", "--skip-bad", str(good[0]), str(broken), str(good[1]), "--db", str(db)]) == 1
+    out, err = capsys.readouterr()
+    assert out.count("stored  ") == 2 and f"note: {db} did not exist: it is a new database" in out
+    assert err.startswith(f"stash: not stored: {broken}: ")
+    assert err.endswith("stash: 1 of the 3 files not stored (named above)\n")
+    assert main(["ingest", str(good[0]), "--db", str(db)]) == 0
+    assert "new database" not in capsys.readouterr().out  # it exists now
