@@ -22,7 +22,7 @@ _KEYS = """
         spec | yes | run configuration: `model`, `batch_size`, `workers_per_node`, `nodes`, `stalls`,
             `dataset`, `dataset_images`, `synthetic_images`, `loader_workers`, `iterations`, `device`,
             `backend`, `instance`, `threads_per_worker`, `disk_read_mbps`, `input_shape`, `num_classes`,
-            `hosts`
+            `hosts`; the first four always present (a script's `batch_size` may be null)
         model | | `name`, `kind`, `param_count`, `grad_tensor_count`, `layer_count`, `grad_bytes` (may be
             null for an early failure)
         fingerprint | | hardware/software fingerprint: `hostname`, `instance`, `cpu_model`,

@@ -366,7 +366,14 @@ def _check_order(started: str, finished: str | None) -> None:
         raise UsageError(f"result file: finished_at {finished!r} is before started_at {started!r}")
 
 
+# Every profile's spec names these (a script's batch_size may be null: its loader's batches differed); a
+# file without one was edited by hand, and would be stored as a run of no known layout.
+REQUIRED_SPEC_KEYS = ("model", "batch_size", "workers_per_node", "nodes")
+
+
 def _check_spec_counts(spec: dict) -> None:
+    if missing := [key for key in REQUIRED_SPEC_KEYS if key not in spec]:
+        raise UsageError(f"result file: spec lacks {', '.join(missing)} (every profile's spec names them)")
     for key, most in (("workers_per_node", MAX_WORKERS_PER_NODE), ("nodes", MAX_NODES)):
         value = spec.get(key)
         if value is None:

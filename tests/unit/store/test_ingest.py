@@ -364,6 +364,9 @@ def test_a_run_id_stored_with_other_figures_is_refused_naming_them(
     [
         (lambda doc: doc["spec"].update(batch_size=2**31), "spec.batch_size must be an integer from 0 to"),
         (lambda doc: doc["spec"].update(dataset_images=2**63), "spec.dataset_images"),
+        # a hand-edited file without its batch size was stored as a run of "batch unknown per worker"
+        (lambda doc: doc["spec"].pop("batch_size"), "spec lacks batch_size"),
+        (lambda doc: [doc["spec"].pop(key) for key in ("nodes", "model")], "spec lacks model, nodes"),
         (lambda doc: doc["model"].update(param_count=-4), "model.param_count"),
         (lambda doc: doc["breakdown"].update(iteration_s=float("inf")), "breakdown.iteration_s"),
         (lambda doc: doc["phases"][0]["samples"].update(iteration_s=[[0.1]] * 5), "samples.iteration_s"),
