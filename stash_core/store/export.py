@@ -14,6 +14,7 @@ import duckdb
 from stash_core.errors import StashError, UsageError, first_line, write_failure
 from stash_core.exits import corruption_line, is_database_corruption, is_database_io_error
 from stash_core.pathargs import required_path
+from stash_core.results.file import results_dir_of
 from stash_core.store.connection import connect, is_stand_in
 from stash_core.store.console_files import mark_owner, remove_stale_folders
 from stash_core.store.dbfile import check_duckdb_path
@@ -108,6 +109,12 @@ def export(db_path: Path | str, fmt: str, out_dir: Path | str) -> list[Path]:
     if not db_path.exists():  # a mistyped --db would otherwise export the empty tables of no database
         raise UsageError(f"no database at {db_path}: nothing to export")
     _refuse_replacing_the_database(db_path, out_dir, suffix)
+    if os.path.realpath(out_dir) == os.path.realpath(results_dir_of(db_path)):
+        # tables among result files: `stash ingest results/*.json` would then read instances.json as one
+        raise UsageError(
+            f"cannot export into {out_dir}: profiles on this database write their result files there, and "
+            "the tables would be read as result files: choose another folder"
+        )
     check_duckdb_path(Path(out_dir), "export folder")  # DuckDB writes the files (COPY)
     existing = nearest_existing(out_dir)  # the folders made below it are removed when nothing is exported
     if out_dir.exists() and not out_dir.is_dir():

@@ -259,3 +259,13 @@ def test_an_export_on_a_full_disk_says_why_in_words_and_leaves_nothing(populated
         assert re.match(words, said), said
         assert "exception_type" not in said and "\n" not in said
         assert sorted(path.name for path in small.iterdir()) == ["filler"]
+
+
+def test_an_export_into_the_folder_of_the_result_files_is_refused(populated, tmp_path) -> None:
+    """Exported there, instances.json stood among the result files and `stash ingest results/*.json` (the way
+    back from a damaged database) refused the whole folder."""
+    results = populated.parent / "results"
+    with pytest.raises(UsageError, match="profiles on this database write their result files there"):
+        store.export(populated, "json", results)
+    assert not results.exists()
+    assert store.export(populated, "json", tmp_path / "elsewhere")  # any other folder is taken
