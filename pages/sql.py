@@ -61,14 +61,14 @@ def console() -> None:
             "DESCRIBE, SUMMARIZE, SHOW, EXPLAIN and informational PRAGMAs.",
         )
         cols = st.columns([1, 1, 2], vertical_alignment="bottom")
-        max_rows = cols[0].number_input(
-            "Row limit", min_value=1, max_value=100_000, value=1_000, step=500, key="sql-max-rows",
-            persist_state="session"
-        )
+        max_rows = cols[0].number_input(  # bounds checked on Run query, named (views.sql.check_limits)
+            "Row limit", value=1_000, step=500, key="sql-max-rows", persist_state="session",
+            help=f"1 to {views.sql.MAX_ROWS_LIMIT:,}",
+        )  # fmt: skip
         timeout_s = cols[1].number_input(
-            "Time limit (s)", min_value=1, max_value=300, value=10, step=5, key="sql-timeout",
-            persist_state="session"
-        )
+            "Time limit (s)", value=10, step=5, key="sql-timeout", persist_state="session",
+            help=f"1 to {views.sql.MAX_TIMEOUT_S}",
+        )  # fmt: skip
         submitted = cols[2].form_submit_button("Run query", type="primary", icon=":material/play_arrow:")
     first_visit = "sql-result" not in st.session_state  # show what the example query returns right away
     # a result is of the database it ran on: another one chosen in the sidebar runs the query again there
@@ -76,6 +76,7 @@ def console() -> None:
     if submitted or first_visit or other_database:
         st.session_state["sql-db"] = str(current_db())
         try:
+            views.sql.check_limits(max_rows, timeout_s)  # an earlier result is not this query's: cleared
             with st.spinner("Running the query…"):
                 result = views.sql.run_query(
                     current_db(),

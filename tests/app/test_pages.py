@@ -340,6 +340,26 @@ def test_sql_returns_rows_for_a_select(populated_db: Path) -> None:
     assert len(frame) == 5
 
 
+@pytest.mark.parametrize(
+    ("key", "value", "said"),
+    [("sql-max-rows", 0, "Row limit: must be from 1 to 100,000, got 0"),
+     ("sql-timeout", 301, "Time limit: must be from 1 to 300 s, got 301")],
+)  # fmt: skip
+def test_a_limit_out_of_range_is_named_and_the_last_result_is_not_left_under_another_query(
+    populated_db: Path, key: str, value: int, said: str
+) -> None:
+    """The browser kept the number out of the form: Run query did nothing, the last query's rows stayed."""
+    app = open_page("SQL")
+    app.text_area(key="sql-text").input("SELECT run_id, model FROM runs ORDER BY run_id")
+    app.button[[b.label for b in app.button].index("Run query")].click().run()
+    app.number_input(key=key).set_value(value)
+    app.text_area(key="sql-text").input("SELECT 42 AS answer")
+    app.button[[b.label for b in app.button].index("Run query")].click().run()
+    assert not app.exception
+    assert said in shown(app.error[0].value)
+    assert not any("model" in frame.value.columns for frame in app.dataframe)
+
+
 def test_sql_refuses_drop_table_runs_and_the_table_stays(populated_db: Path) -> None:
     app = open_page("SQL")
     app.text_area(key="sql-text").input("DROP TABLE runs")
