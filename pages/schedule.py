@@ -64,12 +64,20 @@ def form() -> None:
     gap = numbers.number(right, "Mean gap between arrivals (s)", 0.1, 86400.0, d.MEAN_GAP_S, format="%g",
                              key="sched-gap", persist_state="session",
                              disabled=source == "upload")  # fmt: skip
-    arrivals = left.selectbox(
-        "Arrivals", ARRIVALS, index=ARRIVALS.index(d.ARRIVALS), key="sched-arrivals", persist_state="session",
-        help="poisson: continuous; batch: every job at 0 (an uploaded trace: all its jobs at once); burst: "
-        "groups of 20 at one instant",
-    )  # fmt: skip
-    seed = numbers.number(mid, "Seed", 0, 2**31 - 1, d.SEED, key="sched-seed", persist_state="session")
+    if source == "upload":  # a trace has its own arrivals, or all at once; a seed draws none of it
+        arrivals = left.selectbox(
+            "Arrivals", ("as in the trace", "batch"), key="sched-trace-arrivals", persist_state="session",
+            help="as in the trace: its submit times; batch: all its jobs at once",
+        )  # fmt: skip
+        arrivals = "batch" if arrivals == "batch" else d.ARRIVALS  # the view reads any other as the trace's
+    else:
+        arrivals = left.selectbox(
+            "Arrivals", ARRIVALS, index=ARRIVALS.index(d.ARRIVALS), key="sched-arrivals",
+            persist_state="session",
+            help="poisson: continuous; batch: every job at 0; burst: groups of 20 at one instant",
+        )  # fmt: skip
+    seed = numbers.number(mid, "Seed", 0, 2**31 - 1, d.SEED, key="sched-seed", persist_state="session",
+                          disabled=source == "upload", help="of the synthetic trace")  # fmt: skip
 
     st.markdown("**Cluster and links**")
     left, mid, right = st.columns(3)

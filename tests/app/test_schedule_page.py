@@ -108,9 +108,16 @@ def test_an_upload_is_read_as_the_format_its_columns_say(tmp_path, monkeypatch):
     app.get("file_uploader")[0].set_value(("jobs.csv", csv, "text/csv"))
     app.multiselect(key="sched-policies").set_value(["spread", "fifo-consolidate"])
     app.selectbox(key="sched-tuning").set_value("given")
+    # a trace draws no arrivals and no seed: its own submit times, or all at once (poisson was sent unused)
+    assert app.number_input(key="sched-seed").disabled
+    assert app.selectbox(key="sched-trace-arrivals").options == ["as in the trace", "batch"]
     app = _simulate(app)
     assert not app.exception and not app.error
     assert "jobs.csv (read as tiresias)" in app.subheader[0].value
+    app.selectbox(key="sched-trace-arrivals").set_value("batch")
+    app = _simulate(app)
+    assert not app.exception and not app.error
+    assert "jobs.csv (read as tiresias), all submitted at 0" in app.subheader[0].value
 
 
 def test_a_simulation_too_large_for_the_page_is_refused_with_the_command_named(tmp_path, monkeypatch):
