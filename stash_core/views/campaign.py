@@ -107,16 +107,25 @@ def gpu_instances(db_path: Path | str) -> pd.DataFrame:
 def instance_names(choice: list[str] | tuple[str, ...], other_text: str = "") -> tuple[str, ...]:
     """The chosen instance types and those typed as a comma list (any name: the plan says which the catalog
     lacks), each once, in order."""
-    typed = [part.strip() for part in str(other_text or "").split(",") if part.strip()]
+    typed = _comma_items(other_text, "other instance types")
     names = tuple(dict.fromkeys([*choice, *typed]))
     for name in names:
         _check_name(name, "instance type")
     return names
 
 
+def _comma_items(text: str | None, field: str) -> list[str]:
+    """A comma list's items (none for no text); an empty item ("32,,64") refused as the command refuses it."""
+    parts = [part.strip() for part in str(text or "").split(",")]
+    if any(parts) and not all(parts):
+        said = f"{text!s:.200}"
+        raise UsageError(f"{field}: an empty item in {said!r}: two commas in a row, or one at an end")
+    return [part for part in parts if part]
+
+
 def batch_sizes(text: str) -> tuple[int, ...]:
     """A comma list of batch sizes per worker ("32,64"); UsageError (one line) for anything else."""
-    parts = [part.strip() for part in str(text or "").split(",") if part.strip()]
+    parts = _comma_items(text, "batch sizes")
     if not parts:
         raise UsageError("batch sizes: give at least one, e.g. 64 or 32,64")
     if len(parts) > MAX_BATCH_SIZES:

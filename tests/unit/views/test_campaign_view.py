@@ -157,7 +157,12 @@ def test_batch_sizes_and_typed_instance_types() -> None:
     for large, said in (("99999999999999999999", "99999999999999999999"), ("2000000", "2000000")):
         with pytest.raises(UsageError, match=f"batch size must be at most 1,048,576, got {said}$"):
             view.batch_sizes(large)
-    assert view.instance_names(["g5.xlarge"], "p3.2xlarge, g5.xlarge,") == ("g5.xlarge", "p3.2xlarge")
+    assert view.instance_names(["g5.xlarge"], "p3.2xlarge, g5.xlarge") == ("g5.xlarge", "p3.2xlarge")
+    # an empty item is refused, as the command refuses it (the plan was made with 32,64 from "32,,64")
+    with pytest.raises(UsageError, match="batch sizes: an empty item in '32,,64': two commas in a row"):
+        view.batch_sizes("32,,64")
+    with pytest.raises(UsageError, match="other instance types: an empty item in 'p3.2xlarge, g5.xlarge,'"):
+        view.instance_names(["g5.xlarge"], "p3.2xlarge, g5.xlarge,")
     with pytest.raises(UsageError, match="is not a name"):
         view.instance_names([], "g5.xlarge\x1b[31m")
 
