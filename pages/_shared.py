@@ -28,6 +28,7 @@ from stash_core.errors import StashError, UsageError
 from stash_core.exits import corruption_line, is_database_corruption
 from stash_core.pathargs import default_db_text
 from stash_core.units import finite_float, share_at_an_end, usd_words
+from stash_core.views import code_age
 from stash_core.views.common import in_page_words, plain
 
 P = ParamSpec("P")
@@ -192,9 +193,12 @@ def page_guard(words: dict[str, str] | None = None) -> Iterator[None]:
             return
         LOG.exception("dashboard page failed")  # a bug: keep the page usable, the details in the server log
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        failure = f"{type(exc).__name__}{': ' + text if text else ''}"
+        if code_age.changed_since_start():  # old modules called with new arguments: not a bug to report
+            st.error(f"{code_age.RESTART_ADVICE}. ({failure})", icon=":material/restart_alt:")
+            return
         st.error(
-            f"Something went wrong on this page: {type(exc).__name__}{': ' + text if text else ''}. "
-            "The details are in the dashboard's log.",
+            f"Something went wrong on this page: {failure}. The details are in the dashboard's log.",
             icon=":material/error:",
         )
 
