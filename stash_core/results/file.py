@@ -22,6 +22,7 @@ from stash_core.results.values import (
     check_identifier,
     check_kind,
     check_numbers,
+    check_spec_layout,
     check_timestamp,
     check_tree,
     in_the_future,
@@ -258,7 +259,7 @@ def _validate_body(doc: dict) -> None:
     _check_order(doc["started_at"], doc.get("finished_at"))
     if not isinstance(doc["spec"], dict):
         raise UsageError("result file: spec must be an object")
-    _check_spec_counts(doc["spec"])
+    check_spec_layout(doc["spec"])
     for key in ("model", "fingerprint"):
         if doc.get(key) is not None and not isinstance(doc[key], dict):
             raise UsageError(f"result file: {key} must be an object or null")
@@ -352,10 +353,6 @@ def _check_choice(what: str, value: Any, allowed: tuple[str, ...]) -> None:
         raise UsageError(f"result file: {what} is {value!r}; expected one of {', '.join(allowed)}")
 
 
-# A run's machines and workers, as `stash profile` takes them (spec_parse.WORKERS): more is not a real run.
-MAX_WORKERS_PER_NODE = MAX_NODES = 1024
-
-
 def _check_order(started: str, finished: str | None) -> None:
     """started_at not in the future (a day's leeway for another machine's clock), finished_at not before it
     (both already checked as ISO 8601 times)."""
@@ -364,24 +361,6 @@ def _check_order(started: str, finished: str | None) -> None:
         raise UsageError(f"result file: started_at {started!r} is in the future; a run starts when it ran")
     if finished is not None and stored_moment(finished) < start:
         raise UsageError(f"result file: finished_at {finished!r} is before started_at {started!r}")
-
-
-# Every profile's spec names these (a script's batch_size may be null: its loader's batches differed); a
-# file without one was edited by hand, and would be stored as a run of no known layout.
-REQUIRED_SPEC_KEYS = ("model", "batch_size", "workers_per_node", "nodes")
-
-
-def _check_spec_counts(spec: dict) -> None:
-    if missing := [key for key in REQUIRED_SPEC_KEYS if key not in spec]:
-        raise UsageError(f"result file: spec lacks {', '.join(missing)} (every profile's spec names them)")
-    for key, most in (("workers_per_node", MAX_WORKERS_PER_NODE), ("nodes", MAX_NODES)):
-        value = spec.get(key)
-        if value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
-            raise UsageError(
-                f"result file: spec.{key} is {value!r:.40}; expected a whole number from 1 to {most}"
-            )
 
 
 def _check_identifiers(doc: dict) -> None:

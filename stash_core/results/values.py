@@ -125,3 +125,26 @@ def check_numbers(what: str, values: list) -> None:
             raise UsageError(
                 f"result file: {what} holds non-numeric values ({value!r}): give a flat list of numbers"
             )
+
+
+# A run's machines and workers, as `stash profile` takes them (spec_parse.WORKERS): more is not a real run.
+MAX_WORKERS_PER_NODE = MAX_NODES = 1024
+
+
+# Every profile's spec names these (a script's batch_size may be null: its loader's batches differed); a
+# file without one was edited by hand, and would be stored as a run of no known layout.
+REQUIRED_SPEC_KEYS = ("model", "batch_size", "workers_per_node", "nodes")
+
+
+def check_spec_layout(spec: dict) -> None:
+    """A result's spec names its model, batch and layout, and the layout is one `stash profile` takes."""
+    if missing := [key for key in REQUIRED_SPEC_KEYS if key not in spec]:
+        raise UsageError(f"result file: spec lacks {', '.join(missing)} (every profile's spec names them)")
+    for key, most in (("workers_per_node", MAX_WORKERS_PER_NODE), ("nodes", MAX_NODES)):
+        value = spec.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= most:
+            raise UsageError(
+                f"result file: spec.{key} is {value!r:.40}; expected a whole number from 1 to {most}"
+            )
