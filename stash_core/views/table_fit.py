@@ -1,6 +1,7 @@
 """Column widths that keep a table inside the page: a table whose columns would be wider than the space a
 page gives it (784 px or more in a 1280 px window) gets its text columns narrowed to share what is left, and
 their text wrapped over taller rows, instead of scrolling sideways with its right-hand columns cut off.
+Columns of short text (dates, "8/8") keep their width, as numbers do.
 """
 
 from __future__ import annotations
@@ -54,7 +55,7 @@ def fitted_widths(
     widths = {column: natural_width(frame, column, named[column], heading_extra_px) for column in frame}
     if sum(widths.values()) <= budget_px:
         return {}, False
-    text = {column: widths[column] for column in frame if _is_text(frame[column])}
+    text = {column: widths[column] for column in frame if _narrowable(frame[column])}
     room = budget_px - sum(width for column, width in widths.items() if column not in text)
     for least in (MIN_TEXT_PX, NARROWEST_TEXT_PX):  # as narrow as a heading allows, if it must be
         floors = {column: max(least, heading_width(named[column], heading_extra_px)) for column in text}
@@ -62,9 +63,18 @@ def fitted_widths(
         fitted = {column: min(width, max(cap, floors[column])) for column, width in text.items()}
         if text and sum(fitted.values()) <= room:
             return {**widths, **fitted}, True
-    cap = _level(list(widths.values()), budget_px)
-    narrowed = {column: max(40, min(width, cap)) for column, width in widths.items()}
+    # Still too wide: the widest columns are cut to one width, their headings too, but never a number's or a
+    # short text's cells (a cut figure or date reads as another value): the table may then scroll sideways.
+    floors = {column: 40 if column in text else max(40, _cells_width(frame, column)) for column in widths}
+    cap = _level(list(widths.values()), budget_px, list(floors.values()))
+    narrowed = {column: max(floors[column], min(width, cap)) for column, width in widths.items()}
     return narrowed, any(text[column] > cap for column in text)
+
+
+def _cells_width(frame: pd.DataFrame, column: Any) -> int:
+    """The width of a column's longest cell (of the first rows), without its heading."""
+    cells = frame[column].head(SAMPLE_ROWS)
+    return int(max((len(_cell_text(value)) for value in cells), default=0) * CHAR_PX + PAD_PX)
 
 
 def wrapped_row_px(frame: pd.DataFrame, widths: Mapping[Any, int]) -> int:
@@ -101,6 +111,16 @@ def _level(widths: list[int], room: float, floors: list[int] | None = None) -> i
         else:
             high = middle - 1
     return low
+
+
+SHORT_TEXT_CHARS = 12  # a date ("2026-11-25"), a count ("8/8"): kept whole, as a number is
+
+
+def _narrowable(series: pd.Series) -> bool:
+    """A text column that wraps readably: not one of short cells, which wrapped or cut reads as another value
+    ("2026-11-2")."""
+    cells = series.head(SAMPLE_ROWS)
+    return _is_text(series) and max((len(_cell_text(value)) for value in cells), default=0) > SHORT_TEXT_CHARS
 
 
 def _is_text(series: pd.Series) -> bool:

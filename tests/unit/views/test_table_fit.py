@@ -38,6 +38,20 @@ def test_a_wide_table_is_narrowed_to_the_page_with_its_headings_whole() -> None:
     assert widths["points"] == natural_width(frame, "points", "points")  # numbers keep their width
 
 
+def test_a_column_of_short_text_keeps_its_width_as_a_number_does() -> None:
+    """The Recommend table's price date was cut to "2026-11-2" (read as 2 November) to make room."""
+    names = ("rank", "comm_error", "hours", "usd", "usd_per_h", "iteration_s")
+    figures = {name: [1234.5678] for name in names}
+    frame = pd.DataFrame({"config": ["1 x Standard_NC4as_T4_v3"], "accelerator": ["NVIDIA T4 16 GB"],
+                          "gpus": ["8/8"], "source": ["◇ predicted"], **figures, "price_date": ["2026-11-25"],
+                          "note": [SENTENCE * 3], "basis": [SENTENCE * 2]})  # fmt: skip
+    widths, wrap = fitted_widths(frame, {"price_date": "price of"})
+    assert wrap
+    assert widths["price_date"] == natural_width(frame, "price_date", "price of")
+    assert widths["gpus"] == natural_width(frame, "gpus", "gpus")
+    assert widths["note"] < natural_width(frame, "note", "note")  # the long text made the room
+
+
 def test_many_columns_are_all_narrowed_rather_than_any_cut_off() -> None:
     frame = pd.DataFrame({f"a_rather_long_heading_{index}_s": [1.0] for index in range(15)})
     widths, _ = fitted_widths(frame, {})
