@@ -18,6 +18,7 @@ from stash_core.errors import UsageError
 from stash_core.spot import PlanResult
 from stash_core.spot.fragility import fragile_text  # noqa: F401  (the page words a fragile plan with it)
 from stash_core.spot.inputs import (
+    MAX_WORKLOAD_BYTES,
     build_offers,
     load_workload,
     on_demand_offers,
@@ -71,7 +72,10 @@ def gpu_instances(db_path: Path | str) -> pd.DataFrame:
 
 
 def workload_text(data: bytes, name: str) -> str:
-    """An uploaded workload file's text; UsageError when it is not UTF-8 text."""
+    """An uploaded workload file's text; UsageError when it is not UTF-8 text or too large, named."""
+    if len(data) > MAX_WORKLOAD_BYTES:
+        said = f"{name} is {len(data):,} bytes; at most {MAX_WORKLOAD_BYTES:,} are read"
+        raise UsageError(f"{said} (a workload file is a few hundred bytes)")
     try:
         return data.decode("utf-8-sig")  # a byte-order mark, as `stash spot` reads the file
     except UnicodeDecodeError:
@@ -197,6 +201,9 @@ def simulation(db_path: Path | str, text: str, offers: tuple[tuple[str, int], ..
 
 
 def _parse(text: str) -> dict[str, Any]:
+    size = len(text.encode("utf-8", "surrogatepass"))
+    if size > MAX_WORKLOAD_BYTES:  # said here: the planner reads a temporary file, not named by the user
+        raise UsageError(f"the workload is {size:,} bytes; at most {MAX_WORKLOAD_BYTES:,} are read")
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from support import REPO
 
 from stash_core.spot import InstanceOffer, Worker, Workload, plan_spot_cluster, plan_table
@@ -55,6 +56,18 @@ def test_a_workload_file_with_a_byte_order_mark_is_read_as_stash_spot_reads_it()
 
     text = workload_text(b"\xef\xbb\xbf" + (REPO / "examples" / "workload.json").read_bytes(), "w.json")
     assert "g3.8xlarge" in workload_names(text)
+
+
+def test_a_huge_workload_is_refused_by_its_name_not_a_temporary_files():
+    """A 150 MB upload was refused as "/tmp/stash-spot-l5rykhst/workload.json: workload file is ..."."""
+    from stash_core.errors import UsageError
+    from stash_core.views.spot import workload_names, workload_text
+
+    huge = b'{"pad": "' + b"x" * (17 * 2**20) + b'"}'
+    with pytest.raises(UsageError, match=r"^big\.json is 17,825,803 bytes; at most 16,777,216 are read"):
+        workload_text(huge, "big.json")
+    with pytest.raises(UsageError, match=r"^the workload is 17,825,803 bytes; at most 16,777,216 are read$"):
+        workload_names(huge.decode())
 
 
 def test_the_pages_simulation_leaves_an_instance_with_a_spot_price_alone_out_of_on_demand(tmp_path):
