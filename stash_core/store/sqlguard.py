@@ -173,6 +173,9 @@ def _pragma_name(tokens: list[tuple[str, str]]) -> str | None:
 
 
 def _statement_label(kind: str, words: list[str]) -> str:
-    # The statement's first keyword says best what the user typed (CHECKPOINT parses as CALL, USE as SET).
+    # The statement's first keyword says best what the user typed (CHECKPOINT parses as CALL, USE as SET);
+    # after a WITH's common table expressions, the statement's own kind does (WITH x AS (...) INSERT ...)
+    if words[:1] == ["with"] and kind != "SELECT":
+        return kind.replace("_", " ")
     label = words[0].upper() if words else kind.replace("_", " ")
     return f"{label} (changing a setting)" if kind == "SET" else label

@@ -62,6 +62,9 @@ REFUSED = {
     "DELETE FROM runs": "DELETE",
     "UPDATE runs SET model = 'x'": "UPDATE",
     "INSERT INTO runs VALUES ('c', 'x', 0, 0, NULL)": "INSERT",
+    # named by the statement after the WITH, which is allowed before a SELECT ("WITH statements are refused")
+    "WITH x AS (SELECT 1) INSERT INTO runs SELECT * FROM x": "INSERT statements are refused",
+    "WITH x AS (SELECT 1) DELETE FROM runs": "DELETE statements are refused",
     "CREATE TABLE t AS SELECT 1": "CREATE",
     "ALTER TABLE runs ADD COLUMN x INTEGER": "ALTER",
     "ATTACH 'other.duckdb' AS other": "ATTACH",
