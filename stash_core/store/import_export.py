@@ -107,6 +107,7 @@ def doc_from_rows(run_id: str, run: dict[str, Any], parts: dict[str, pd.DataFram
     spec = _json_value(run.get("spec"), f"run {run_id} spec") or {}
     if not isinstance(spec, dict):
         raise UsageError(f"run {run_id} spec is not a JSON object")
+    _refuse_edited_layout(run_id, run, spec)
     phases = []
     if parts["phases"] is not None:
         for phase in sorted(_rows(parts["phases"]), key=lambda p: p.get("phase_index") or 0):
@@ -137,6 +138,30 @@ def doc_from_rows(run_id: str, run: dict[str, Any], parts: dict[str, pd.DataFram
         for phase in phases:  # as the result file said it: the script's runs recorded no DataLoader
             phase["script"] = {}
     return doc
+
+
+# The runs columns that are copies of the spec's fields: the document is built from the spec, so an edit of
+# one of them alone would be dropped without a word.
+SPEC_COPIES = ("batch_size", "workers_per_node", "nodes", "dataset_images", "device", "backend")
+
+
+def _refuse_edited_layout(run_id: str, run: dict[str, Any], spec: dict[str, Any]) -> None:
+    """UsageError when a runs row's copy of a spec field differs from the spec (an export edited in one
+    place)."""
+    for column in SPEC_COPIES:
+        value, given = plain(run.get(column)), spec.get(column)
+        if is_missing(value) or given is None:
+            continue
+        same = str(value) == str(given)
+        if isinstance(given, int) and not isinstance(given, bool):
+            number = finite_float(value)
+            same = number is not None and number == given
+        if not same:
+            said = f"its {column} column ({str(value)[:40]}) differs from its spec's ({str(given)[:40]})"
+            raise UsageError(
+                f"run {run_id}: {said}: the export was edited in one place; edit the column and the spec "
+                "alike, or neither"
+            )
 
 
 def _script_loader_unrecorded(spec: dict[str, Any], run: dict[str, Any]) -> bool:

@@ -162,6 +162,20 @@ def test_a_runs_spec_that_is_not_an_object_is_said_so(tables) -> None:
         docs_from_export({**tables, "runs": runs})
 
 
+@pytest.mark.parametrize(
+    ("column", "value"), [("batch_size", -8), ("workers_per_node", 3), ("device", "cuda")]
+)
+def test_a_runs_column_edited_apart_from_its_spec_is_refused_not_dropped(tables, column, value) -> None:
+    """The document is built from the spec: a batch size edited to -8 in the runs table was stored as 8."""
+    runs = tables["runs"].copy()
+    runs[column] = runs[column].astype(object)
+    runs.loc[runs["run_id"] == RUN_ID, column] = value
+    said = rf"^run {RUN_ID}: its {column} column \({value}\) differs from its spec's"
+    with pytest.raises(UsageError, match=said):
+        docs_from_export({**tables, "runs": runs})
+    assert docs_from_export(tables)  # as exported, it reads back
+
+
 @pytest.mark.parametrize("table", ["runs", "phases", "models", "instances"])
 def test_a_json_export_of_one_row_given_to_ingest_is_said_to_be_one(tmp_path, table) -> None:
     """Was "not a Stash result file (no kind)": a table of two rows or more was said to be an export's."""
