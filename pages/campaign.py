@@ -227,6 +227,9 @@ WORDS = {
     "--budget-usd": "Budget",
     "--models": "Models",
     "(set one with `stash instances set`)": "(set one in the Recommend page's instance catalog)",
+    " (see `stash instances list`; add it with `stash instances add` or import SkyPilot's prices with "
+    "`stash instances import --skypilot`)": " (add it in the Recommend page's instance catalog, or import "
+    "SkyPilot's prices with `stash instances import --skypilot`)",
 }
 
 with page_guard(WORDS):

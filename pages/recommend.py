@@ -296,7 +296,7 @@ def catalog_editor() -> None:
             try:
                 edited, added = views.recommend.save_catalog_edits(current_db(), before, after)
             except StashError as exc:  # a bad value: say which, keep the page
-                st.error(plain(exc), icon=":material/error:")
+                st.error(plain(in_page_words(str(exc), WORDS)), icon=":material/error:")
                 return
             st.success(f"Saved {len(edited)} changed and {len(added)} new instance(s).")
 
@@ -327,6 +327,7 @@ WORDS = {
         "raise the time budget or the most instances of one type",
     ", or use more GPUs of each (--workers-per-instance)": ", or use more GPUs per instance",
     "(set one with `stash instances set`)": "(set one in the instance catalog below)",
+    "(--accelerator-count N)": "(its accelerator_count)", "(--accelerator NAME)": "(its accelerator)",
     "profile the job there with --instance ": "profile the job there, the Run page's Instance label set to ",
     "change it with `stash instances set`": "change its row instead",
     "(listed with --all)": "(in the download of all configurations)",

@@ -15,6 +15,9 @@ from stash_core.terminal import unsafe_character
 MAX_DEPTH = 32  # objects and lists within each other; a result nests about 7 deep
 INT64_MAX = 2**63 - 1
 MAX_ID_CHARS = 200
+# One text of a document (a warning, an error, a spec field): a profile writes at most some kB; 180 MB in a
+# spec's field was stored whole and printed by `stash show`.
+MAX_TEXT_CHARS = 1_000_000
 
 # Times a result may carry: what pandas (the dashboard) can represent, from 1900 on.
 EARLIEST, LATEST = datetime(1900, 1, 1), datetime(2262, 4, 11)
@@ -70,8 +73,9 @@ def unreadable_json_reason(error: RecursionError | ValueError) -> str:
 
 def check_tree(doc: Any, what: str = "result file") -> None:
     """Refuse, naming the place, JSON nested deeper than MAX_DEPTH, integers beyond 64 bits, infinite numbers
-    (a number too large for a double, like 1e400) and keys that are not text. NaN stands for "unknown" and
-    is kept. Walks without recursion, so a hostile document cannot exhaust the stack."""
+    (a number too large for a double, like 1e400), texts longer than MAX_TEXT_CHARS and keys that are not
+    text. NaN stands for "unknown" and is kept. Walks without recursion, so a hostile document cannot exhaust
+    the stack."""
     stack: list[tuple[Any, str, int]] = [(doc, "", 0)]
     while stack:
         value, where, depth = stack.pop()
@@ -86,6 +90,10 @@ def check_tree(doc: Any, what: str = "result file") -> None:
             elif kind is int:
                 if not -INT64_MAX <= item <= INT64_MAX:
                     raise UsageError(f"{what}: {_place(where, key)} is an integer beyond 64 bits")
+            elif kind is str:
+                if len(item) > MAX_TEXT_CHARS:
+                    said = f"a text of {len(item):,} characters; at most {MAX_TEXT_CHARS:,} are stored"
+                    raise UsageError(f"{what}: {_place(where, key)} is {said}")
             elif isinstance(item, dict | list):
                 stack.append((item, _place(where, key), depth + 1))
             if type(key) is not str and type(key) is not int:

@@ -27,6 +27,7 @@ from stash_core.errors import UsageError
 from stash_core.spot.model import Worker, Workload
 from stash_core.spot.planner import InstanceOffer, PlanResult, plan_spot_cluster
 from stash_core.spot.replan import loss_after, remaining_plan, replan, workers_of
+from stash_core.units import usd_words
 from stash_core.userfiles import read_user_text, refuse_repeated_columns
 
 MAX_TRACE_BYTES = 256 * 1024 * 1024  # a revocation trace is a few lines per instance and hour
@@ -282,7 +283,7 @@ class PlanRisk:
         )
         if self.rate_per_h == 0:  # one training, never revoked: no simulation to speak of
             met = "meets the deadline" if self.p_deadline == 1 else "misses the deadline"
-            return f"never revoked (0 revocations per hour): {met}, cost ${self.mean_cost_usd:,.2f}"
+            return f"never revoked (0 revocations per hour): {met}, cost {usd_words(self.mean_cost_usd)}"
         runs = f"{self.runs} simulated run{'' if self.runs == 1 else 's'}"
         if self.runs_asked and self.runs < self.runs_asked:
             runs = (f"{self.runs} of {self.runs_asked} simulated runs, at the work limit of "
@@ -290,7 +291,7 @@ class PlanRisk:
         return (
             f"at {self.rate_per_h:g} revocations per instance per hour ({runs}, {self.revocation_s:g} s "
             f"lost a revocation): meets the deadline in {self.p_deadline:.0%} of runs, expected cost "
-            f"${self.mean_cost_usd:,.2f} with revocations{never}"
+            f"{usd_words(self.mean_cost_usd)} with revocations{never}"
         )
 
 

@@ -115,8 +115,9 @@ def test_an_unknown_instance_type_is_one_message(empty_db: Path, without_skypilo
     app = _plan(_page(empty_db), other="nope.xlarge")
     assert not app.exception
     assert [shown(e.value) for e in app.error] == [
-        "instance type nope.xlarge is not in the catalog (see `stash instances list`; add it with `stash "
-        "instances add` or import SkyPilot's prices with `stash instances import --skypilot`)"
+        # in the dashboard's words: the catalog a page edits, not `stash instances list` and `add`
+        "instance type nope.xlarge is not in the catalog (add it in the Recommend page's instance catalog, or "
+        "import SkyPilot's prices with `stash instances import --skypilot`)"
     ]
     assert not app.dataframe or not any("machine_min" in f.value.columns for f in app.dataframe)
     assert not app.get("button") or not [b for b in app.button if b.key == "campaign-launch"]

@@ -218,3 +218,13 @@ def test_a_trace_row_with_more_fields_than_its_header_is_refused(tmp_path):
 
     with pytest.raises(UsageError, match=r"line 2: 3 fields, expected 2"):
         read_trace(path)
+
+
+def test_a_cost_below_a_cent_is_said_to_its_figures_not_as_zero():
+    """The Spot page's card said $0.000919 and the risk line under it "expected cost $0.00"."""
+    from stash_core.spot.simulate import PlanRisk
+
+    risky = PlanRisk(rate_per_h=0.5, runs=200, p_deadline=0.9, mean_cost_usd=0.000919, mean_revocations=0.1)
+    assert "expected cost $0.000919 with revocations" in risky.text()
+    calm = PlanRisk(rate_per_h=0, runs=1, p_deadline=1.0, mean_cost_usd=0.000919, mean_revocations=0)
+    assert calm.text().endswith("meets the deadline, cost $0.000919")
