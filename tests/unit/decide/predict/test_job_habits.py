@@ -11,8 +11,8 @@ import pytest
 from stash_core.catalog.accelerators import find_accelerator
 from stash_core.cli.main import main
 from stash_core.decide.predict.configuration import Predictor
-from stash_core.habits import TrainingJob
 from stash_core.errors import UsageError
+from stash_core.habits import TrainingJob
 
 A100 = find_accelerator("A100")
 CATALOG = {"one": {"accelerator": "NVIDIA A100 SXM4 40 GB", "interconnect": "none"}}
