@@ -19,6 +19,7 @@ from pages._shared import (
     show_table,
 )
 from stash_core import views
+from stash_core.errors import StashError
 from stash_core.results.file import results_dir_of
 from stash_core.sched import TUNING_MODES
 from stash_core.sched import defaults as d
@@ -27,7 +28,7 @@ from stash_core.sched.fabric import MAX_GBPS, MIN_GBPS
 from stash_core.sched.generate import ARRIVALS
 from stash_core.sched.policy import DEFINITIONS, POLICIES
 from stash_core.views import schedule as view
-from stash_core.views.common import plain
+from stash_core.views.common import in_page_words, plain
 
 FORMAT_NAMES = {
     "auto": "told from the file's columns",
@@ -136,16 +137,22 @@ def form() -> None:
     if source == "upload" and not uploads:
         st.error("Upload a trace file, or choose the synthetic trace.", icon=":material/error:")
         return
-    with st.spinner(f"Simulating (stopped after {view.PAGE_TIME_LIMIT_S:.0f} s)…"):
-        doc = view.simulate_within_limit(
-            current_db(), files=uploads, trace_format=fmt, synthetic_jobs=int(jobs), seed=int(seed),
-            mean_gap_s=float(gap), arrivals=arrivals, generator=generator, cluster=(switches, nodes, gpus),
-            policies=policies, tuning=tuning, delay_s=float(delay_s), scale=float(scale),
-            checkpoint_s=float(checkpoint_s), min_run_s=float(min_run_s),
-            uplink_factor=float(uplink_factor), node_gbps=float(node_gbps) or None,
-            oversubscription=float(ratio), reference_gbps=float(reference),
-            out_dir=results_dir_of(current_db()),
-        )  # fmt: skip
+    try:
+        with st.spinner(f"Simulating (stopped after {view.PAGE_TIME_LIMIT_S:.0f} s)…"):
+            doc = view.simulate_within_limit(
+                current_db(), files=uploads, trace_format=fmt, synthetic_jobs=int(jobs), seed=int(seed),
+                mean_gap_s=float(gap), arrivals=arrivals, generator=generator,
+                cluster=(switches, nodes, gpus),
+                policies=policies, tuning=tuning, delay_s=float(delay_s), scale=float(scale),
+                checkpoint_s=float(checkpoint_s), min_run_s=float(min_run_s),
+                uplink_factor=float(uplink_factor), node_gbps=float(node_gbps) or None,
+                oversubscription=float(ratio), reference_gbps=float(reference),
+                out_dir=results_dir_of(current_db()),
+            )  # fmt: skip
+    except StashError as exc:  # said here: the past simulations below stay, an earlier answer does not
+        st.session_state.pop("schedule_doc", None)
+        st.error(plain(in_page_words(str(exc), WORDS)), icon=":material/error:")
+        return
     st.session_state["schedule_doc"] = doc
     forget_cached_queries()
 

@@ -48,9 +48,15 @@ def test_a_synthetic_simulation_is_stored_and_compared(tmp_path, monkeypatch):
 
 def test_bad_input_shows_a_message(tmp_path, monkeypatch):
     app = _page(tmp_path / "r.duckdb", monkeypatch)
+    app.selectbox(key="sched-tuning").set_value("given")
+    app = _simulate(app)  # one simulation stored, and shown
+    assert not app.error and app.subheader[0].value.startswith("synthetic(")
     app.multiselect(key="sched-policies").set_value([])
     app = _simulate(app)
     assert not app.exception and "choose at least one policy" in app.error[0].value
+    # the error said, the earlier answer not left under it, the past simulations still listed
+    headings = [subheader.value for subheader in app.subheader]
+    assert headings == ["Past simulations"], headings
     app.multiselect(key="sched-policies").set_value(["delay"])
     app.radio(key="sched-source").set_value("upload")
     app = _simulate(app)
