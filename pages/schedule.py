@@ -158,7 +158,7 @@ def form() -> None:
 
 
 def show(doc: dict, key: str) -> None:
-    st.subheader(f"{plain(doc['trace'])} · {doc['jobs']} jobs reported")
+    st.subheader(f"{plain(doc['trace'])} · {int(doc['jobs']):,} jobs reported")
     tuning = str(doc["tuning"])
     st.caption(f"{tuning[:1].upper()}{tuning[1:]}. A simulation, not a measurement.")
     for line in view.winners(doc):
@@ -166,6 +166,8 @@ def show(doc: dict, key: str) -> None:
     table = view.summary_table(doc).set_index("policy")
     for column in table.columns:  # as rounded: a static table pads 87.9 to "87.9000"
         digits = 2 if column.endswith("(h)") else 1 if column.endswith("(%)") else None
+        if digits is None and pd.api.types.is_integer_dtype(table[column]):
+            digits = 0  # counts with thousands marks, as the times: "21,164" preemptions
         if digits is not None:
             table[column] = [f"{value:,.{digits}f}" if pd.notna(value) else None for value in table[column]]
     st.table(views.common.with_missing_shown(table))

@@ -234,7 +234,8 @@ def past_simulations(db_path: Path | str) -> pd.DataFrame:
 def past_table(past: pd.DataFrame) -> pd.DataFrame:
     """Past simulations as the page lists them: when, which trace and cluster, each policy's times in hours
     (every column stays in the download)."""
-    table = pd.DataFrame({"created": past["created_at"].astype(str).str[:16], "trace": past["trace"],
+    created = pd.to_datetime(past["created_at"], utc=True).dt.strftime("%Y-%m-%d %H:%M")  # stored in UTC
+    table = pd.DataFrame({"created (UTC)": created, "trace": past["trace"],
                           "jobs": past["jobs"], "GPUs": past["cluster_gpus"],
                           "policy": past["policy"]})  # fmt: skip
     for column in ("makespan_s", "avg_jct_s", "comm_overhead_s"):

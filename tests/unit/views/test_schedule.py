@@ -113,3 +113,13 @@ def test_the_summary_names_the_spread_count_as_what_it_counts():
     table = schedule.summary_table(doc)
     assert "jobs placed across nodes" not in table.columns
     assert table["jobs placed looser than their tightest"].tolist() == [0]
+
+
+def test_past_simulations_say_their_time_zone(tmp_path):
+    """The list's "created" read 2026-12-06 10:06 with no zone: the times are stored in UTC."""
+    db = tmp_path / "r.duckdb"
+    schedule.simulate_within_limit(db, files=None, synthetic_jobs=8, policies=["fifo"], tuning="given",
+                                   out_dir=tmp_path / "out")  # fmt: skip
+    table = schedule.past_table(schedule.past_simulations(db))
+    assert list(table.columns)[:2] == ["created (UTC)", "trace"]
+    assert len(table.iloc[0]["created (UTC)"]) == len("2026-12-06 10:06")
