@@ -21,6 +21,7 @@ import pandas as pd
 from stash_core.cells import is_missing, plain, plain_records
 from stash_core.errors import UsageError
 from stash_core.results import RESULT_KIND, SCHEMA_VERSION
+from stash_core.results.values import check_identifier
 from stash_core.store.probe_rows import probe_sets
 from stash_core.units import finite_float
 from stash_core.zoo_names import SCRIPT_PREFIX
@@ -48,6 +49,7 @@ def docs_from_export(tables: dict[str, pd.DataFrame]) -> list[dict[str, Any]]:
         run_id = row.get("run_id")
         if not run_id:
             raise UsageError("a row has no run_id")
+        check_identifier("run_id", str(run_id), "export")  # before any message names it (no terminal escape)
         parts = {name: by_run.get(str(run_id)) for name, by_run in rows_by_table.items()}
         # a completed run stored without a breakdown (its file had none) has no stall row to bring back
         if row.get("status") == "completed" and not is_missing(row.get("iteration_s")):

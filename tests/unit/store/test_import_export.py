@@ -176,6 +176,14 @@ def test_a_runs_column_edited_apart_from_its_spec_is_refused_not_dropped(tables,
     assert docs_from_export(tables)  # as exported, it reads back
 
 
+def test_a_run_id_holding_a_terminal_escape_is_refused_before_a_message_shows_it(tables) -> None:
+    """The Upload page said "no row of completed run 2026<ESC>[31m" with the escape in its text."""
+    runs = tables["runs"].copy()
+    runs.loc[runs["run_id"] == RUN_ID, "run_id"] = f"{RUN_ID}\x1b[31m"
+    with pytest.raises(UsageError, match=r"^export: run_id holds the control character U\+001B$"):
+        docs_from_export({**tables, "runs": runs})
+
+
 @pytest.mark.parametrize("table", ["runs", "phases", "models", "instances"])
 def test_a_json_export_of_one_row_given_to_ingest_is_said_to_be_one(tmp_path, table) -> None:
     """Was "not a Stash result file (no kind)": a table of two rows or more was said to be an export's."""
