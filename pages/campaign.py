@@ -226,7 +226,8 @@ WORDS = {
     "--batch-sizes": "Batch sizes per worker",
     "--budget-usd": "Budget",
     "--models": "Models",
-    "(set one with `stash instances set`)": "(set one in the Recommend page's instance catalog)",
+    "(set one with `stash instances set`)": "(set one in the Recommend page's instance catalog, or import "
+    "SkyPilot's prices with `stash instances import --skypilot`; or choose On-demand)",
     " (see `stash instances list`; add it with `stash instances add` or import SkyPilot's prices with "
     "`stash instances import --skypilot`)": " (add it in the Recommend page's instance catalog, or import "
     "SkyPilot's prices with `stash instances import --skypilot`)",

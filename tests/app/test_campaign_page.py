@@ -126,7 +126,9 @@ def test_an_unknown_instance_type_is_one_message(empty_db: Path, without_skypilo
 def test_no_spot_price_and_a_bad_batch_size_are_one_message_each(empty_db: Path, without_skypilot):
     app = _plan(_page(empty_db), pricing="spot")
     assert not app.exception
-    said = "Spot: no spot price for instance g5.xlarge (set one in the Recommend page's instance catalog)"
+    # the way out said too: the default types have no spot price in the shipped catalog
+    said = ("Spot: no spot price for instance g5.xlarge (set one in the Recommend page's instance catalog, or "
+            "import SkyPilot's prices with `stash instances import --skypilot`; or choose On-demand)")
     assert [shown(e.value) for e in app.error] == [said]
     app = _plan(app, batch="64,zero")
     assert not app.exception
