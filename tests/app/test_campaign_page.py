@@ -116,8 +116,8 @@ def test_an_unknown_instance_type_is_one_message(empty_db: Path, without_skypilo
     assert not app.exception
     assert [shown(e.value) for e in app.error] == [
         # in the dashboard's words: the catalog a page edits, not `stash instances list` and `add`
-        "instance type nope.xlarge is not in the catalog (add it in the Recommend page's instance catalog, or "
-        "import SkyPilot's prices with `stash instances import --skypilot`)"
+        "instance type nope.xlarge is not in the catalog (add it in the Recommend page's instance catalog, "
+        "or import SkyPilot's prices with `stash instances import --skypilot`)"
     ]
     assert not app.dataframe or not any("machine_min" in f.value.columns for f in app.dataframe)
     assert not app.get("button") or not [b for b in app.button if b.key == "campaign-launch"]
@@ -127,8 +127,8 @@ def test_no_spot_price_and_a_bad_batch_size_are_one_message_each(empty_db: Path,
     app = _plan(_page(empty_db), pricing="spot")
     assert not app.exception
     # the way out said too: the default types have no spot price in the shipped catalog
-    said = ("Spot: no spot price for instance g5.xlarge (set one in the Recommend page's instance catalog, or "
-            "import SkyPilot's prices with `stash instances import --skypilot`; or choose On-demand)")
+    said = ("Spot: no spot price for instance g5.xlarge (set one in the Recommend page's instance catalog, "
+            "or import SkyPilot's prices with `stash instances import --skypilot`; or choose On-demand)")
     assert [shown(e.value) for e in app.error] == [said]
     app = _plan(app, batch="64,zero")
     assert not app.exception
