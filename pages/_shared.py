@@ -194,7 +194,7 @@ def page_guard(words: dict[str, str] | None = None) -> Iterator[None]:
         LOG.exception("dashboard page failed")  # a bug: keep the page usable, the details in the server log
         text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         failure = f"{type(exc).__name__}{': ' + text if text else ''}"
-        if code_age.changed_since_start():  # old modules called with new arguments: not a bug to report
+        if code_age.known_changed():  # old modules called with new arguments: not a bug to report
             st.error(f"{code_age.RESTART_ADVICE}. ({failure})", icon=":material/restart_alt:")
             return
         st.error(

@@ -277,8 +277,9 @@ def _per_job(outcomes: dict, labels: dict[str, str]) -> object:
 def chosen_policies(value: list[str] | str | None, known: tuple[str, ...]) -> list[str]:
     chosen = list(known) if value is None else [name.strip() for name in _split(value)]
     if any(chosen) and not all(chosen):  # "fifo,,las": a name left out, or a comma too many
-        said = f"{value!r}"[:200]
-        raise UsageError(f"policies: an empty item in {said}: two commas in a row, or one at an end")
+        if not isinstance(value, str):
+            raise UsageError(f"policies: an empty name in {value!r:.200}")
+        raise UsageError(f"policies: an empty item in {value!r:.200}: two commas in a row, or one at an end")
     chosen = [name for name in chosen if name]
     unknown = [name for name in chosen if name not in known]
     if unknown or not chosen:

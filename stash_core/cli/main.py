@@ -293,7 +293,7 @@ def cmd_ingest(args) -> int:
         skip_bad = skip if args.skip_bad else None
         outcomes = store.ingest_files(db_path(args), args.files, words=True, skip_bad=skip_bad)
     except UsageError as error:
-        if len(args.files) > 1 and "nothing stored" in str(error):  # the flag that stores the others
+        if len(args.files) > 1 and "nothing stored" in str(error) and not args.skip_bad:  # the flag to add
             raise UsageError(f"{error} (--skip-bad stores them and names those it cannot)") from None
         raise
     for path, run_id, said in outcomes:

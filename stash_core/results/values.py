@@ -98,6 +98,9 @@ def check_tree(doc: Any, what: str = "result file") -> None:
                 stack.append((item, _place(where, key), depth + 1))
             if type(key) is not str and type(key) is not int:
                 raise UsageError(f"{what}: {where or 'the document'} has a key that is not text ({key!r})")
+            if type(key) is str and len(key) > MAX_TEXT_CHARS:
+                said = f"a key of {len(key):,} characters; at most {MAX_TEXT_CHARS:,} are stored"
+                raise UsageError(f"{what}: {where or 'the document'} has {said}")
 
 
 _INFINITIES = (math.inf, -math.inf)
@@ -146,7 +149,12 @@ REQUIRED_SPEC_KEYS = ("model", "batch_size", "workers_per_node", "nodes")
 
 def check_spec_layout(spec: dict) -> None:
     """A result's spec names its model, batch and layout, and the layout is one `stash profile` takes."""
-    if missing := [key for key in REQUIRED_SPEC_KEYS if key not in spec]:
+    # a script's batch size may be null; the others say what ran and on how many workers and machines
+    missing = [key for key in REQUIRED_SPEC_KEYS
+               if key not in spec or (key != "batch_size" and spec[key] is None)]  # fmt: skip
+    if not missing and not (isinstance(spec["model"], str) and spec["model"].strip()):
+        missing = ["model"]
+    if missing:
         raise UsageError(f"result file: spec lacks {', '.join(missing)} (every profile's spec names them)")
     for key, most in (("workers_per_node", MAX_WORKERS_PER_NODE), ("nodes", MAX_NODES)):
         value = spec.get(key)

@@ -155,7 +155,7 @@ def _refuse_edited_layout(run_id: str, run: dict[str, Any], spec: dict[str, Any]
         if is_missing(value) or given is None:
             continue
         same = str(value) == str(given)
-        if isinstance(given, int) and not isinstance(given, bool):
+        if isinstance(given, int | float) and not isinstance(given, bool):  # 8 and 8.0 are one batch
             number = finite_float(value)
             same = number is not None and number == given
         if not same:

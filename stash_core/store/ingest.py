@@ -109,11 +109,14 @@ def ingest_files(
     try:
         refuse_given_twice(prepared)
     except UsageError as error:
-        raise UsageError(nothing_stored(str(error), len(given))) from None
+        if skip_bad is None:
+            raise UsageError(nothing_stored(str(error), len(given))) from None
+        prepared = _first_of_each(prepared, skip_bad)
     outcomes: list[tuple[Path, str, str]] = []
     waiting = collections.deque(prepared)
     checked = False
     storing: Path | None = None  # the file being stored: an interrupt may come after its commit
+    stopped_earlier = received_stop()  # a stop this process handled before: not this ingest's
     try:
         while waiting:
             with connect(db_path) as con:
@@ -140,7 +143,7 @@ def ingest_files(
             if waiting:
                 give_way(Path(db_path))  # the connection is closed: those waiting get in before the next
     except (KeyboardInterrupt, Exception) as error:
-        stopped_by = received_stop()
+        stopped_by = received_stop() if stopped_earlier is None else None
         if isinstance(error, KeyboardInterrupt) or stopped_by is not None:
             # Ctrl-C or a stop signal part of the way (inside a query DuckDB says "Interrupted", opening the
             # database a StashError): what is stored stays, and is said; the file being stored may be too
@@ -155,6 +158,20 @@ def ingest_files(
         # "nothing written" (exit 2), and it says what it holds
         raise StashError(f"{first_line(error)}; {stored}") from None
     return outcomes if words else [(path, key, said != ALREADY_STORED) for path, key, said in outcomes]
+
+
+def _first_of_each(prepared: list, skip_bad: Callable[[Path, str], None]) -> list:
+    """The files of a batch whose ids no earlier file gives with other content; each later one handed to
+    `skip_bad` (checked file by file: only when refuse_given_twice found such a pair in the whole batch)."""
+    kept: list = []
+    for path, item in prepared:
+        try:
+            refuse_given_twice([*kept, (path, item)])
+        except UsageError as error:
+            skip_bad(path, str(error))
+            continue
+        kept.append((path, item))
+    return kept
 
 
 def _prepared_file(path: Path) -> PreparedRun | tuple[str, pd.DataFrame] | PreparedSimulation:

@@ -7,6 +7,7 @@ dashboard, not "something went wrong".
 
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 
@@ -31,6 +32,16 @@ def changed_since_start(folders: tuple[Path, ...] = CODE_FOLDERS, started_s: flo
                     except OSError:  # removed by the update as it was listed
                         return True
     return False
+
+
+def known_changed() -> bool:
+    """changed_since_start, False where it cannot tell: asked while a page fails, an error of its own must
+    not replace the page's message."""
+    try:
+        return changed_since_start()
+    except Exception:  # psutil or the file system
+        logging.getLogger(__name__).exception("could not tell whether Stash's files changed")
+        return False
 
 
 RESTART_ADVICE = (

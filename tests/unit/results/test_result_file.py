@@ -334,6 +334,7 @@ def test_hostile_json_is_one_line_not_a_crash(tmp_path: Path, text: str, message
         (lambda doc: doc["spec"].update(big=10**30), "spec.big is an integer beyond 64 bits"),
         # 180 MB in one field was stored whole, and printed by `stash show`
         (lambda doc: doc["spec"].update(pad="x" * 1_000_001), "spec.pad is a text of 1,000,001 characters"),
+        (lambda doc: doc["spec"].update({"k" * 1_000_001: 1}), "spec has a key of 1,000,001 characters"),
         (lambda doc: doc["spec"].update(far=float("inf")), "spec.far is a number too large"),
         (lambda doc: doc.update(run_id="x\x1b[2J"), "run_id holds the control character U\\+001B"),
         (lambda doc: doc["fingerprint"].update(hostname="\u2067box"), "fingerprint.hostname"),

@@ -176,6 +176,16 @@ def test_a_runs_column_edited_apart_from_its_spec_is_refused_not_dropped(tables,
     assert docs_from_export(tables)  # as exported, it reads back
 
 
+def test_a_spec_holding_whole_numbers_as_decimals_reads_back(tables) -> None:
+    """A file's batch_size 8.0 (stored as 8 in the runs table) was refused as edited: 8 differs from 8.0."""
+    runs = tables["runs"].copy()
+    row = runs["run_id"] == RUN_ID
+    spec = json.loads(runs.loc[row, "spec"].iloc[0])
+    spec["batch_size"] = float(spec["batch_size"])
+    runs.loc[row, "spec"] = json.dumps(spec)
+    assert [doc["run_id"] for doc in docs_from_export({**tables, "runs": runs})] == [RUN_ID, FAILED_ID]
+
+
 def test_a_run_id_holding_a_terminal_escape_is_refused_before_a_message_shows_it(tables) -> None:
     """The Upload page said "no row of completed run 2026<ESC>[31m" with the escape in its text."""
     runs = tables["runs"].copy()

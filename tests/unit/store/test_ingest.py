@@ -367,6 +367,8 @@ def test_a_run_id_stored_with_other_figures_is_refused_naming_them(
         # a hand-edited file without its batch size was stored as a run of "batch unknown per worker"
         (lambda doc: doc["spec"].pop("batch_size"), "spec lacks batch_size"),
         (lambda doc: [doc["spec"].pop(key) for key in ("nodes", "model")], "spec lacks model, nodes"),
+        (lambda doc: doc["spec"].update(model=None, nodes=None), "spec lacks model, nodes"),  # null is none
+        (lambda doc: doc["spec"].update(model=" "), "spec lacks model"),
         (lambda doc: doc["model"].update(param_count=-4), "model.param_count"),
         (lambda doc: doc["breakdown"].update(iteration_s=float("inf")), "breakdown.iteration_s"),
         (lambda doc: doc["phases"][0]["samples"].update(iteration_s=[[0.1]] * 5), "samples.iteration_s"),
@@ -655,8 +657,8 @@ def test_an_ingest_interrupted_part_way_says_how_many_it_stored(
     assert run_command(lambda: store.ingest_files(db_path, paths)) == 130
     named = ", ".join(str(path) for path in paths[:2])
     assert capsys.readouterr().err == (  # the third's insert may have been committed when the interrupt came
-        f"stash: 2 of the 3 files were stored before it ({named}, and perhaps {paths[2]}, being stored when it "
-        "stopped; the same command again stores the rest, none twice)\nstash: interrupted\n"
+        f"stash: 2 of the 3 files were stored before it ({named}, and perhaps {paths[2]}, being stored when "
+        "it stopped; the same command again stores the rest, none twice)\nstash: interrupted\n"
     )
     assert len(store.list_runs(db_path)) == 2
 
@@ -731,5 +733,6 @@ def test_ingest_says_a_stored_run_given_what_it_lacked_was_completed_not_stored(
         con.execute("DELETE FROM iterations WHERE run_id = ?", [doc["run_id"]])
     assert main(["ingest", str(path), "--db", str(db_path)]) == 0
     assert main(["ingest", str(path), "--db", str(db_path)]) == 0
-    said = [line.split("  ")[0] for line in capsys.readouterr().out.splitlines() if not line.startswith("note:")]
+    lines = capsys.readouterr().out.splitlines()
+    said = [line.split("  ")[0] for line in lines if not line.startswith("note:")]
     assert said == ["stored", "completed (what it lacked added)", "already stored"]

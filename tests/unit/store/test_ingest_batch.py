@@ -68,7 +68,8 @@ def test_a_stop_signal_inside_a_query_still_says_what_was_stored(
         return real_insert(con, run)
 
     monkeypatch.setattr(ingest_module, "_insert", third_is_stopped_inside_duckdb)
-    monkeypatch.setattr(ingest_module, "received_stop", lambda: signal.SIGTERM)
+    answers = iter([None])  # none before the ingest began, SIGTERM since
+    monkeypatch.setattr(ingest_module, "received_stop", lambda: next(answers, signal.SIGTERM))
     assert run_command(lambda: store.ingest_files(db_path, paths)) == 128 + signal.SIGTERM
     err = capsys.readouterr().err
     assert err.startswith("stash: 2 of the 3 files were stored before it (") and "perhaps" in err
@@ -91,3 +92,42 @@ def test_stash_ingest_skip_bad_exits_1_naming_the_files_not_stored(result_doc, t
     assert err.endswith("stash: 1 of the 3 files not stored (named above)\n")
     assert main(["ingest", str(good[0]), "--db", str(db)]) == 0
     assert "new database" not in capsys.readouterr().out  # it exists now
+
+
+def test_skip_bad_leaves_out_the_later_of_two_files_giving_one_run_other_content(
+    db_path, result_doc, tmp_path, capsys
+) -> None:
+    """--skip-bad still refused the whole batch, and told to add --skip-bad."""
+    first, second = _files(tmp_path, result_doc, (1, 2))
+    changed = result_doc(run_id="20261122T100000Z-00000001")
+    changed["error"] = "another run's words"
+    twin = write_result_atomic(tmp_path / "twin.json", changed)
+    refused = []
+    outcomes = store.ingest_files(db_path, [first, twin, second], skip_bad=lambda p, why: refused.append(why))
+    assert [path for path, _, _ in outcomes] == [first, second]
+    assert len(refused) == 1 and refused[0].startswith(f"{twin}: run 20261122T100000Z-00000001 is also in")
+    db = tmp_path / "other.duckdb"
+    assert main(["ingest", "--skip-bad", str(first), str(twin), "--db", str(db)]) == 1
+    assert "--skip-bad stores them" not in capsys.readouterr().err
+
+
+def test_a_failure_after_a_stop_handled_earlier_is_not_said_as_that_stop(
+    db_path, result_doc, tmp_path, monkeypatch
+) -> None:
+    """A stop this process handled before the ingest began (an API user's) turned a later full disk into
+    "terminated"."""
+    from stash_core.errors import StashError
+
+    paths = _files(tmp_path, result_doc)
+    real_insert = ingest_module._insert
+
+    def third_fails(con, run):
+        if run.run_id.endswith("3"):
+            raise StashError("cannot store run x: the disk holding the database is full")
+        return real_insert(con, run)
+
+    monkeypatch.setattr(ingest_module, "_insert", third_fails)
+    monkeypatch.setattr(ingest_module, "received_stop", lambda: signal.SIGTERM)  # from before this ingest
+    said = "the disk holding the database is full; 2 of the 3 files were stored"
+    with pytest.raises(StashError, match=said):
+        store.ingest_files(db_path, paths)
