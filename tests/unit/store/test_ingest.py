@@ -352,7 +352,8 @@ def test_a_run_id_stored_with_other_figures_is_refused_naming_them(
     changed = write_result_atomic(tmp_path / "changed.json", other)
     with pytest.raises(UsageError, match=f"{changed}: run the-run is already stored with other {named};"):
         store.ingest_files(db_path, [changed])
-    with pytest.raises(UsageError, match=f"{changed}: run the-run is also in {first} with other {named}; nothing"):
+    said = f"{changed}: run the-run is also in {first} with other {named}; nothing"
+    with pytest.raises(UsageError, match=said):
         store.ingest_files(tmp_path / "fresh.duckdb", [first, changed])
     assert not (tmp_path / "fresh.duckdb").exists()
     assert row_counts(db_path) == stored
