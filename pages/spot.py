@@ -28,7 +28,7 @@ CANDIDATE_COLUMNS = {
     "iterations": st.column_config.NumberColumn("iterations to the target", format="%.0f"),
     "training_s": st.column_config.NumberColumn("training (s)", format="%.0f"),
     "usd_per_h": st.column_config.NumberColumn("$/h", format="%.2f"),
-    "cost_usd": st.column_config.NumberColumn("cost ($)", format="%.2f"),
+    "cost_usd": st.column_config.NumberColumn("cost ($)", format="%.4g"),  # a cent's share stays a figure
     "within_budget": "within deadline",
 }
 
@@ -196,7 +196,7 @@ def window_view(answer: SpotAnswer, deadline_s: float) -> None:
             "workers": "n",
             "windows": "clusters tried" if exact else "windows tried",
             "within_budget": "within deadline",
-            "cheapest_usd": st.column_config.NumberColumn("cheapest ($)", format="%.2f"),
+            "cheapest_usd": st.column_config.NumberColumn("cheapest ($)", format="%.4g"),
             "fastest_s": st.column_config.NumberColumn("fastest (s)", format="%.0f"),
         },
     )
@@ -263,7 +263,7 @@ def simulation_view(request: dict) -> None:
             "p_deadline": st.column_config.NumberColumn("P(deadline met)", format="percent"),
             "mean_time_s": st.column_config.NumberColumn("mean time (s)", format="%.0f"),
             "p90_time_s": st.column_config.NumberColumn("p90 time (s)", format="%.0f"),
-            "mean_cost_usd": st.column_config.NumberColumn("mean cost ($)", format="%.2f"),
+            "mean_cost_usd": st.column_config.NumberColumn("mean cost ($)", format="%.4g"),
             "mean_revocations": st.column_config.NumberColumn("revocations", format="%.1f"),
         },
     )

@@ -26,6 +26,7 @@ from stash_core.errors import UsageError
 from stash_core.pathargs import input_path, output_path
 from stash_core.spec_parse import offers_text
 from stash_core.terminal import printable
+from stash_core.units import usd_words
 from stash_core.userfiles import json_text
 from stash_core.zoo_names import canonical_model
 
@@ -144,12 +145,13 @@ def format_plan(result: Any, rows: list[dict[str, Any]], pricing: str, target_lo
         best = result.best
         lines.append(
             f"{'cheapest' if result.search != 'window' else 'cheapest found'}: {best.label()}  - "
-            f"{best.training_s:.0f} s, ${best.cost_usd:.2f} "
+            f"{best.training_s:.0f} s, {usd_words(best.cost_usd)} "
             f"(${best.usd_per_h:.2f}/h; {best.iterations:.0f} iterations of {best.iteration_s:.3f} s, "
             f"R {best.convergence:.2f})"
         )
         if risk is not None:
-            lines.append(f"risk: {risk.text()} (as planned: ${best.cost_usd:.2f}, {best.training_s:.0f} s)")
+            planned = f"as planned: {usd_words(best.cost_usd)}, {best.training_s:.0f} s"
+            lines.append(f"risk: {risk.text()} ({planned})")
     if rows:
         lines += ["", *_candidate_lines(rows)]
     lines.append("predicted by the spotDNN model (asynchronous PS training); not a measurement")

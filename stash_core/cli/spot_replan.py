@@ -25,6 +25,7 @@ from stash_core.errors import UsageError
 from stash_core.pathargs import input_path
 from stash_core.spec_parse import running_text
 from stash_core.terminal import printable
+from stash_core.units import usd_words
 from stash_core.userfiles import json_text
 
 # The planner is imported inside the commands: building `stash --help` must not load pandas.
@@ -163,7 +164,7 @@ def cmd_spot_replan(args: argparse.Namespace) -> int:
             clusters += f"; {WINDOW_NOTE}"
         print(f"keep {len(running)} running, add {best.workers - len(running)}: {best.label()}  - "
               f"trains in {best.training_s:.0f} s of the {args.budget_s:.0f} s left (revocation overhead "
-              f"{args.revocation_s:.0f} s included), ${best.cost_usd:.2f} more ({clusters})\n"
+              f"{args.revocation_s:.0f} s included), {usd_words(best.cost_usd)} more ({clusters})\n"
               "predicted by the spotDNN model; not a measurement")  # fmt: skip
     if len(running) > upper and not args.json:
         # Eq. 15 plans no cluster this large: the parameter server saturates, outside the contention model.

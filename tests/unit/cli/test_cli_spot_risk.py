@@ -85,3 +85,14 @@ def test_the_risk_and_spot_simulate_give_one_figure_for_one_scenario(tmp_path, c
     (spotdnn,) = [row for row in json.loads(simulated.out)["strategies"] if row["strategy"] == "spotDNN"]
     assert (spotdnn["runs"], spotdnn["p_deadline"]) == (risk["runs"], risk["p_deadline"])
     assert spotdnn["mean_cost_usd"] == risk["mean_cost_usd"]
+
+
+def test_a_plan_below_a_cent_says_its_cost_alike_in_every_place(tmp_path, capsys) -> None:
+    """The risk line said "cost $0.000919 (as planned: $0.00, 2 s)" of one plan."""
+    status = main(["spot", "--workload", str(EXAMPLE), "--instances", "g3.8xlarge:5,g3.16xlarge:3",
+                   "--target-loss", "5", "--budget-s", "2600", "--rate-per-h", "0",
+                   "--db", str(tmp_path / "r.duckdb")])  # fmt: skip
+    lines = capsys.readouterr().out.splitlines()
+    assert status == 0
+    assert ", $0.000919 ($" in lines[1]
+    assert lines[2].endswith("cost $0.000919 (as planned: $0.000919, 2 s)")
