@@ -117,7 +117,7 @@ def test_the_gpus_used_of_each_instance_can_be_fewer_than_it_has(populated, monk
     app = _submit(app, 1000.0)
     assert not app.exception
     text = " ".join(markdown.value for markdown in app.markdown)
-    assert "4 GPU(s) of each instance, one worker each" in text
+    assert "4 worker(s) per instance, one per GPU" in text
     ranked = next(frame.value for frame in app.dataframe if "config" in frame.value.columns)
     assert {gpus.rsplit("x", 1)[-1] for gpus in ranked["gpus"]} == {"4/4", "4/8"}  # "2x4/8": 2 x (4 of 8)
     assert "2 x p3.8xlarge" in set(ranked["config"])

@@ -78,9 +78,10 @@ class OptionPlanner:
         """Its measured and predicted configurations: with `workers_asked` workers per instance (None: one
         per GPU)."""
         price, price_status = hourly_price(instance, name, self.job.pricing)
-        runs = self._measured_rows.get(name, [])
+        profiled = self._measured_rows.get(name, [])
+        runs = profiled
         if workers_asked is not None:
-            runs = [row for row in runs if int(row["workers_per_node"]) == workers_asked]
+            runs = [row for row in profiled if int(row["workers_per_node"]) == workers_asked]
         seen = set()
         for row in runs:
             key = (int(row["workers_per_node"]), int(row["nodes"]))
@@ -90,7 +91,7 @@ class OptionPlanner:
             estimate = measured_estimate(row)
             self._add(name, instance, key[1], key[0], estimate, price, price_status)
         accelerators = instance.get("accelerator_count") or 0
-        if accelerators > 0 and workers_asked is not None and workers_asked > accelerators:
+        if accelerators > 0 and workers_asked is not None and workers_asked > accelerators and not seen:
             asked = f"the {workers_asked} workers per instance asked (one per GPU)"
             self._exclude(f"{name}: {accelerators} GPU(s), fewer than {asked}")
             return
@@ -98,7 +99,11 @@ class OptionPlanner:
             worker_counts = [workers_asked or accelerators]
         else:  # a CPU machine: workers are processes, so only counts that were profiled make sense
             worker_counts = sorted({int(row["workers_per_node"]) for row in runs})
-            if not worker_counts:
+            if not worker_counts and profiled:  # profiles of other workers than asked: said as predict does
+                ran = ", ".join(sorted({str(int(row["workers_per_node"])) for row in profiled}))
+                self._exclude(f"{name}: no GPU, and no profile of this job on it has the {workers_asked} "
+                              f"worker(s) per machine asked (it ran {ran})")  # fmt: skip
+            elif not worker_counts:
                 self._exclude(no_gpu_reason(name))
         for workers in worker_counts:
             for count in range(1, max_instances + 1):

@@ -35,7 +35,7 @@ def job_headline(request: dict[str, Any]) -> str:
 def workers_words(workers_per_instance: Any) -> str:
     """How many GPUs of each instance the job uses: all of them (one worker each) or the number asked."""
     if isinstance(workers_per_instance, int):
-        return f"{workers_per_instance} GPU(s) of each instance, one worker each"
+        return f"{workers_per_instance} worker(s) per instance, one per GPU"
     return "one worker per GPU"
 
 

@@ -688,7 +688,7 @@ def test_a_job_on_fewer_gpus_than_an_instance_has_uses_that_many_of_each(db, cap
     unpredicted = "1 x big8: interconnect stall cannot be predicted"
     assert any(line.startswith(unpredicted) for line in result.excluded)
     assert result.request["workers_per_instance"] == 4
-    assert "4 GPU(s) of each instance, one worker each" in job_headline(result.request)
+    assert "4 worker(s) per instance, one per GPU" in job_headline(result.request)
     one = _ask(db, workers_per_instance=1).options.set_index("config")
     assert one.loc["1 x big8 (1 of 8 GPUs each)", "source"] == "predicted"  # from big8's compute
     assert one.loc["1 x big8 (1 of 8 GPUs each)", "interconnect_s"] == 0.0
@@ -703,3 +703,18 @@ def test_a_job_on_fewer_gpus_than_an_instance_has_uses_that_many_of_each(db, cap
     assert row.index("1/8") + 3 == header.index("workers") + len("workers")
     assert main([*argv, "--workers-per-instance", "0"]) == 2
     assert "--workers-per-instance: must be a positive integer, got 0" in capsys.readouterr().err
+
+
+def test_a_cpu_machine_profiled_with_other_workers_than_asked_says_so(tmp_path) -> None:
+    """It said "no GPU and no profile of this job on it" beside a 2-worker profile of the job there."""
+    db = tmp_path / "cpu.duckdb"
+    add_instance(db, name="box2", vcpus=2, on_demand_usd_per_h=0.1)
+    ingest_result(db, result_doc("resnet50", instance="box2", workers=2, batch_size=64,
+                                 stalls={"compute": 0.2, "interconnect": 0.05, "cpu": 0.01, "disk": 0.01}))
+    result = recommend(db, "resnet50", 64, 1, 10_000, budget_hours=1000.0, instances=["box2"],
+                       workers_per_instance=1)  # fmt: skip
+    assert result.excluded == [
+        "box2: no GPU, and no profile of this job on it has the 1 worker(s) per machine asked (it ran 2)"
+    ]
+    assert recommend(db, "resnet50", 64, 1, 10_000, budget_hours=1000.0, instances=["box2"],
+                     workers_per_instance=2).best["source"] == "measured"  # fmt: skip
