@@ -22,6 +22,9 @@ from stash_core.store.simulations import simulations_frame
 from stash_core.units import duration_words
 
 MAX_PAGE_JOBS = 20_000
+# An upload past this is refused before it is read: 20,000 jobs of any format take a few MB to some tens
+# (a Philly log's ~1.3 kB a job); a 72 MB trace of 3 million jobs took 55 s to be refused for its jobs.
+MAX_PAGE_TRACE_BYTES = 64 * 2**20
 # A simulation's cost grows with its jobs and with the nodes each placement looks at: measured on 2 busy
 # cores, 20,000 synthetic jobs on the default 2x4x8 cluster took 49 s, 500 jobs on 10,000 nodes 14 s,
 # 50 jobs on 100,000 nodes 8 s and 50 jobs on 1,000,000 nodes 87 s. A synthetic trace of more jobs x nodes
@@ -62,6 +65,10 @@ def simulate(
     if tuning != "given":  # the page always sends its timers; they count only when given
         options.update(delay_s=None, scale=None)
     if files:
+        if (size := sum(len(data) for _, data in files)) > MAX_PAGE_TRACE_BYTES:
+            most = f"the page reads at most {MAX_PAGE_TRACE_BYTES // 2**20} MiB"
+            raise UsageError(f"the uploaded trace is {size / 2**20:,.0f} MiB; {most} (its {MAX_PAGE_JOBS:,} jobs "
+                             "take far less): `stash schedule --trace FILE` takes a larger one")  # fmt: skip
         with tempfile.TemporaryDirectory(prefix="stash-trace-") as folder:
             try:
                 main, trace_format = _uploaded_trace(files, trace_format, Path(folder))

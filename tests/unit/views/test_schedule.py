@@ -123,3 +123,13 @@ def test_past_simulations_say_their_time_zone(tmp_path):
     table = schedule.past_table(schedule.past_simulations(db))
     assert list(table.columns)[:2] == ["created (UTC)", "trace"]
     assert len(table.iloc[0]["created (UTC)"]) == len("2026-12-06 10:06")
+
+
+def test_an_upload_too_large_for_the_page_is_refused_before_it_is_read(tmp_path):
+    """A 72 MB trace of 3 million jobs took 55 s to be refused for its jobs."""
+    huge = b"job_id,num_gpu,submit_time,duration\n" + b"x" * (schedule.MAX_PAGE_TRACE_BYTES + 1)
+    started = time.monotonic()
+    with pytest.raises(UsageError, match=r"^the uploaded trace is 64 MiB; the page reads at most 64 MiB"):
+        schedule.simulate_within_limit(tmp_path / "r.duckdb", files=[("big.csv", huge)],
+                                       out_dir=tmp_path / "out")  # fmt: skip
+    assert time.monotonic() - started < 5 and not (tmp_path / "r.duckdb").exists()
