@@ -67,8 +67,10 @@ def simulate(
     if files:
         if (size := sum(len(data) for _, data in files)) > MAX_PAGE_TRACE_BYTES:
             most = f"the page reads at most {MAX_PAGE_TRACE_BYTES // 2**20} MiB"
-            raise UsageError(f"the uploaded trace is {size / 2**20:,.0f} MiB; {most} (its {MAX_PAGE_JOBS:,} jobs "
-                             "take far less): `stash schedule --trace FILE` takes a larger one")  # fmt: skip
+            raise UsageError(
+                f"the uploaded trace is {size / 2**20:,.0f} MiB; {most} (its {MAX_PAGE_JOBS:,} jobs take far "
+                "less): `stash schedule --trace FILE` takes a larger one"
+            )
         with tempfile.TemporaryDirectory(prefix="stash-trace-") as folder:
             try:
                 main, trace_format = _uploaded_trace(files, trace_format, Path(folder))
