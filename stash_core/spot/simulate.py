@@ -111,6 +111,8 @@ def starting_plan(offers: list[InstanceOffer], plan_workload: Workload, target_l
     first = plan_spot_cluster(offers, plan_workload, target_loss, deadline_s, **links)
     if not first.candidates:  # not even a cluster to start with and miss the deadline on
         raise NoStartingPlan(f"simulation: no cluster to start training with: {first.infeasible_reason}")
+    if all(plan.untrained for plan in first.candidates):  # the target is above where training starts
+        raise NoStartingPlan(f"simulation: {first.infeasible_reason}")
     return first
 
 

@@ -96,3 +96,14 @@ def test_a_plan_below_a_cent_says_its_cost_alike_in_every_place(tmp_path, capsys
     assert status == 0
     assert ", $0.000919 ($" in lines[1]
     assert lines[2].endswith("cost $0.000919 (as planned: $0.000919, 2 s)")
+
+
+def test_simulating_a_target_above_the_starting_loss_is_no_plan_as_spot_says_it(tmp_path, capsys) -> None:
+    """spot-simulate printed rows of "never" and inf, and a training "revoked more than 500 times" at rate 0
+    (`stash spot` says there is no plan)."""
+    status = main(["spot-simulate", "--workload", str(EXAMPLE), "--instances", "g3.8xlarge:5,g3.16xlarge:3",
+                   "--target-loss", "100", "--deadline-s", "2600", "--rate-per-h", "0",
+                   "--db", str(tmp_path / "r.duckdb")])  # fmt: skip
+    out = capsys.readouterr().out
+    assert status == 1
+    assert out.startswith("no plan: the loss model has the loss below the target 100 before any training")
