@@ -245,14 +245,17 @@ def cmd_spot_memory(args: argparse.Namespace) -> int:
     if args.workload is not None:
         memory_fit = {**fit.as_dict(), "model": canonical_model(args.model)}
         update_workload(args.workload, {"a2": fit.a2, "b2": fit.b2, "memory_fit": memory_fit})
+    written = {} if args.workload is None else {"written_to": str(args.workload)}
     if args.json:
-        print(json_text({**fit.as_dict(), "batch_per_gpu": rows}, indent=2))
+        print(json_text({**fit.as_dict(), "batch_per_gpu": rows, **written}, indent=2))
         return 0
     peaks = ", ".join(f"{b}: {p / 2**20:.0f} MiB" for b, p in zip(fit.batches, fit.peak_bytes, strict=True))
     where = "GPU allocation" if fit.device != "cpu" else "CPU peak resident set, a stand-in for a GPU's"
     lines = [f"peak memory of a training step ({where}): {peaks}",
              f"a2 = {fit.a2:.4g} samples/GiB, b2 = {fit.b2:.4g} (fit error {fit.max_rel_error:.1%})",
              "largest batch per GPU, b_k = 2^floor(log2(a2 mem + b2)):", *batch_lines(rows)]  # fmt: skip
+    if args.workload is not None:  # the file changed: said, as spot-fit-loss says it
+        lines.append(f"a2, b2 and memory_fit written to {args.workload}")
     print("\n".join(lines))
     return 0
 

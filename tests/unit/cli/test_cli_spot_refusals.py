@@ -237,6 +237,10 @@ def test_spot_memory_writes_its_fit_with_the_model_it_measured(tmp_path, capsys,
     assert main(argv) == 0
     written = json.loads(workload.read_text())
     assert written["memory_fit"]["model"] == "resnet10" and written["model"] == "resnet10"
+    # the file changed, and it is said (as spot-fit-loss says it), in the text and the JSON
+    assert capsys.readouterr().out.endswith(f"a2, b2 and memory_fit written to {workload}\n")
+    assert main([*argv, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["written_to"] == str(workload)
 
 
 def _fit_refused(tmp_path, capsys, g, workers, iterations, message):
