@@ -185,6 +185,10 @@ def cmd_instances(args: argparse.Namespace) -> int:
         warning = (f"warning: {row['name']}'s spot price ${spot:g}/h is above its on-demand "
                    f"${on_demand:g}/h; spot capacity sells below on-demand")  # fmt: skip
         print(printable(warning), file=sys.stderr)
+    for kind, price in (("on-demand", on_demand), ("spot", spot)):
+        if price == 0 and f"{kind.replace('-', '_')}_usd_per_h" in fields:  # kept: a typo would rank first
+            print(printable(f"warning: {row['name']}'s {kind} price is $0/h: recommend and spot will take it "
+                            "as free and rank it first"), file=sys.stderr)  # fmt: skip
     if "accelerator" in fields and (row.get("accelerator_count") or 0) > 0:
         _say_accelerator(row)
     if new:  # a mistyped --db would otherwise go unnoticed

@@ -49,3 +49,17 @@ def test_an_instance_left_without_prices_keeps_no_price_date(tmp_path):
     row = set_instance(db, "g5.xlarge", on_demand_usd_per_h=None, spot_usd_per_h=None)
     assert row["price_date"] is None and get_instance(db, "g5.xlarge")["price_date"] is None
     assert set_instance(db, "g5.xlarge", on_demand_usd_per_h=1.0)["price_date"] is not None
+
+
+def test_a_price_of_zero_is_kept_and_warned_about(tmp_path, capsys):
+    """A free instance was taken silently, and recommend then named it the cheapest at $0.00."""
+    from stash_core.cli.main import main
+
+    db = str(tmp_path / "r.duckdb")
+    box = ["--provider", "local", "--accelerator-count", "0", "--vcpus", "2", "--memory-gib", "8", "--db", db]
+    assert main(["instances", "add", "free", *box, "--on-demand-usd-per-h", "0"]) == 0
+    said = capsys.readouterr().err
+    assert "warning: free's on-demand price is $0/h: recommend and spot will take it as free" in said
+    assert "spot price" not in said  # none was given
+    assert main(["instances", "set", "free", "--spot-usd-per-h", "0", "--db", db]) == 0
+    assert capsys.readouterr().err.startswith("warning: free's spot price is $0/h")
