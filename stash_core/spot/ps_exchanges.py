@@ -76,9 +76,7 @@ def summarise_ps_training(results: list[dict], warmup: int = WARMUP) -> tuple[in
             total += 1
             contended += _busy_with_other(busy, starts, rec[1], w["rank"])
     if not per_worker_Bps:
-        raise MeasurementError(
-            f"no exchange after the first {warmup} of each worker: give a longer --duration-s"
-        )
+        raise MeasurementError(_too_short(workers, warmup))
     serving_s = sum(warm_s)
     loss_rows = [(rec[4], rec[3], int(w["batch"]), len(workers)) for w in workers for rec in w["records"]]
     return int(ps["param_count"]), CountMeasure(
@@ -98,3 +96,15 @@ def _busy_with_other(busy: list, starts: list[float], push_s: float, rank: int) 
         return False
     start, end, src = busy[index]
     return src != rank and start <= push_s < end
+
+
+def _too_short(workers: list[dict], warmup: int) -> str:
+    """Why a worker count measured nothing: its workers made no exchange past their warm-up; with the time a
+    step took, about how long a few more would need."""
+    made = max((len(w["records"]) for w in workers), default=0)
+    said = f"with {len(workers)} worker(s), no exchange past the first {warmup} of each (at most {made} made)"
+    steps = [rec[0] + rec[2] for w in workers for rec in w["records"]]  # compute + exchange, seconds
+    if not steps:
+        return f"{said}: give a longer --duration-s"
+    needed_s = (warmup + 5) * max(steps)  # five exchanges past the warm-up, at the slowest step seen
+    return f"{said}: a step took up to {max(steps):.2g} s, so give --duration-s well above {needed_s:.0f}"

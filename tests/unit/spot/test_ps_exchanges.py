@@ -54,5 +54,8 @@ def test_the_ps_bandwidth_leaves_out_the_warm_up_services_as_the_worker_bandwidt
 
 
 def test_a_run_too_short_for_the_warmup_is_a_measurement_error():
-    with pytest.raises(MeasurementError, match="longer --duration-s"):
+    # the worker count, and a duration from the slowest step seen (2.3 s: 10 exchanges, 23 s): it named none
+    said = (r"^with 2 worker\(s\), no exchange past the first 5 of each \(at most 2 made\): a step took up to "
+            r"2\.3 s, so give --duration-s well above 23$")
+    with pytest.raises(MeasurementError, match=said):
         summarise_ps_training(_results(), warmup=5)
