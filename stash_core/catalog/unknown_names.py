@@ -32,7 +32,9 @@ def not_in_catalog_text(db_path, name: str, subject: str, add_advice: str) -> st
     from stash_core.catalog.catalog import list_instances  # read only once a name is refused
 
     known = list(list_instances(db_path)["name"])
-    advice = "" if _quota_of_known(name, known) else add_advice
+    # no advice to add a NAME:QUOTA (a colon is no name) nor a name of another case (add refuses the clash)
+    twin = name.casefold() in {str(other).casefold() for other in known}
+    advice = "" if _quota_of_known(name, known) or twin else add_advice
     return f"{subject} is not in the catalog{unknown_names_note([name], known)}{advice}"
 
 

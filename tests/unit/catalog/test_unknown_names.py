@@ -47,3 +47,12 @@ def test_the_add_advice_is_left_out_for_a_quota_of_a_known_name(tmp_path) -> Non
         "g3.4xlarge))"
     )
     assert not_in_catalog_text(db, "m9.huge", "instance type m9.huge", advice).endswith(advice)
+
+
+def test_a_name_of_another_case_is_not_advised_to_be_added(tmp_path) -> None:
+    """`stash instances add G3.8XLARGE` was advised, which add refuses (a clash of case with g3.8xlarge)."""
+    said = not_in_catalog_text(tmp_path / "r.duckdb", "G3.8XLARGE", "instance 'G3.8XLARGE'",
+                               " (stash instances add G3.8XLARGE ...)")  # fmt: skip
+    assert said == "instance 'G3.8XLARGE' is not in the catalog (G3.8XLARGE: did you mean g3.8xlarge?)"
+    other = not_in_catalog_text(tmp_path / "r.duckdb", "my-box", "instance 'my-box'", " (add it)")
+    assert other.endswith(" (add it)")
