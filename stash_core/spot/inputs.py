@@ -346,6 +346,8 @@ def _megabytes(doc: dict[str, Any], key: str) -> float:
 
 
 def _number(doc: dict[str, Any], key: str) -> float:
+    if key not in doc:  # said as missing, not as "got null"
+        raise UsageError(f"workload file: {key} is missing (a number; docs/spot.md lists the fields)")
     value = doc.get(key)
     if not _is_number(value):
         raise UsageError(f"workload file: {key} must be a number, got {_short(value)}")

@@ -139,7 +139,7 @@ def test_an_uploaded_workload_plans_and_a_malformed_one_is_a_message(tmp_path, m
     app = _upload(app, "empty.json", b"{}")
     app = _plan(app)
     assert not app.exception
-    assert "param_mb must be a number" in _errors(app)
+    assert "param_mb is missing" in _errors(app)
 
 
 def test_a_workload_without_contention_plans_and_says_it_has_no_upper_bound(tmp_path, monkeypatch):
@@ -173,7 +173,7 @@ def test_candidates_outside_the_loss_model_are_said_in_words(tmp_path, monkeypat
     [
         (b'{"param_mb": 11.54, "a1": ', "not valid JSON (line 1"),
         (b"[1, 2]", "must be a JSON object"),
-        (b"{}", "param_mb must be a number"),
+        (b"{}", "param_mb is missing"),  # it said "must be a number, got null"
         (json.dumps({**view.example_workload(), "g": [1, 2]}).encode(), "five numbers g1..g5"),
         (json.dumps({**view.example_workload(), "compute_s": {}}).encode(), "no compute time for g3.8xlarge"),
         (b"\xff\xfe\x00", "not a text file"),
