@@ -147,6 +147,12 @@ def replan(running: list[Worker], offers: list[InstanceOffer], workload: Workloa
             f"the parameter server saturates before {max(1, len(running))} worker(s) (a1, b1 give P >= 1): "
             "no cluster was evaluated"
         )
+    elif result.best is None and result.candidates and all(p.untrained for p in result.candidates):
+        result.infeasible_reason = (  # as spot.planner says it: the model is past the target already
+            f"the loss model is below the target {target_loss:g} before any more training on every cluster "
+            f"(its curve starts there, whatever the current loss {current_loss:g}): nothing to plan (a lower "
+            "target, or g1..g5 refitted to this training)"
+        )
     elif result.best is None and result.candidates and all(p.outside_loss_model for p in result.candidates):
         result.infeasible_reason = OUTSIDE_LOSS_MODEL
     elif result.best is None:

@@ -107,3 +107,15 @@ def test_simulating_a_target_above_the_starting_loss_is_no_plan_as_spot_says_it(
     out = capsys.readouterr().out
     assert status == 1
     assert out.startswith("no plan: the loss model has the loss below the target 100 before any training")
+
+
+def test_replanning_toward_a_target_the_loss_model_starts_below_says_so(tmp_path, capsys) -> None:
+    """It said "the loss model does not hold ... (g2 x batch + g3 <= 0, or the target reached with no
+    training)", leaving the user to guess which."""
+    status = main(["spot-replan", "--workload", str(EXAMPLE), "--instances", "g3.8xlarge:5,g3.16xlarge:3",
+                   "--running", "g3.8xlarge:1", "--current-loss", "1000", "--target-loss", "100",
+                   "--budget-s", "3000", "--db", str(tmp_path / "r.duckdb")])  # fmt: skip
+    assert status == 1
+    assert capsys.readouterr().out.startswith(
+        "no plan: the loss model is below the target 100 before any more training on every cluster"
+    )
