@@ -234,7 +234,7 @@ def build_offers(db_path: Path, offers: list[tuple[str, int]], doc: dict[str, An
             raise UsageError(not_in_catalog_text(db_path, name, f"instance {name!r}", advice))
         price, status = hourly_price(instance, name, pricing)
         if price is None:
-            raise UsageError(f"instance {name}: {status}")
+            raise UsageError(status)  # "no spot price for instance NAME (...)": the name once
         gpus = int(instance.get("accelerator_count") or 0)
         if gpus < 1:
             raise UsageError(f"instance {name} has no accelerators in the catalog; spotDNN plans GPU workers")
