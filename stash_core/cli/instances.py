@@ -191,6 +191,11 @@ def cmd_instances(args: argparse.Namespace) -> int:
                             "as free and rank it first"), file=sys.stderr)  # fmt: skip
     if "accelerator" in fields and (row.get("accelerator_count") or 0) > 0:
         _say_accelerator(row)
+    gpus, link = row.get("accelerator_count") or 0, str(row.get("interconnect") or "none")
+    if gpus > 1 and link.lower() == "none" and {"accelerator_count", "interconnect"} & set(fields):
+        print(printable(f"warning: {row['name']} has {gpus} GPUs and no GPU link between them: predict and "
+                        "recommend cannot predict their all-reduce (give --interconnect NVSwitch, NVLink, "
+                        "PCIe or 'PCIe peer-to-peer')"), file=sys.stderr)  # fmt: skip
     if new:  # a mistyped --db would otherwise go unnoticed
         print(printable(f"note: {path} did not exist: it is a new database, holding the built-in catalog"))
     return 0

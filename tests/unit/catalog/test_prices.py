@@ -63,3 +63,14 @@ def test_a_price_of_zero_is_kept_and_warned_about(tmp_path, capsys):
     assert "spot price" not in said  # none was given
     assert main(["instances", "set", "free", "--spot-usd-per-h", "0", "--db", db]) == 0
     assert capsys.readouterr().err.startswith("warning: free's spot price is $0/h")
+
+
+def test_several_gpus_without_a_link_between_them_are_warned_about(tmp_path, capsys):
+    """Set to 4 GPUs with no GPU link, the row was taken silently and predict refused it later."""
+    from stash_core.cli.main import main
+
+    db = str(tmp_path / "r.duckdb")
+    assert main(["instances", "set", "g5.xlarge", "--accelerator-count", "4", "--db", db]) == 0
+    assert "warning: g5.xlarge has 4 GPUs and no GPU link between them" in capsys.readouterr().err
+    assert main(["instances", "set", "g5.xlarge", "--interconnect", "PCIe", "--db", db]) == 0
+    assert "warning" not in capsys.readouterr().err
