@@ -123,12 +123,21 @@ def parse_rate(text: str) -> str:
     return str(text).strip()
 
 
+def empty_item(text: str) -> str | None:
+    """Why a comma list with an empty item ("a,,b", "a,": a name left out, or a comma too many) cannot be
+    read, in the words every comma list says it; None when every item has text, or none has (its caller
+    asks for at least one)."""
+    parts = [part.strip() for part in text.split(",")]
+    if any(parts) and not all(parts):
+        return f"an empty item in {text[:200]!r}: two commas in a row, or one at an end"
+    return None
+
+
 def parse_stalls(text: str) -> list[str]:
-    parts = [part.strip().lower() for part in text.split(",")]
-    if any(parts) and not all(parts):  # "compute,,network": a name left out, or a comma too many
-        said = f"--stalls: an empty item in {text[:200]!r}: two commas in a row, or one at an end"
-        raise FieldError(said, "stalls", text[:200], "empty item")
-    names = [_STALL_ALIASES.get(name, name) for name in parts if name]
+    if said := empty_item(text):
+        raise FieldError(f"--stalls: {said}", "stalls", text[:200], "empty item")
+    names = [part.strip().lower() for part in text.split(",") if part.strip()]
+    names = [_STALL_ALIASES.get(name, name) for name in names]
     check_stalls(names)
     return [stall for stall in STALLS if stall in names]
 
@@ -295,8 +304,7 @@ def _named_counts(text: str, placeholder: str, what: str, check: Any) -> str:
     parts = [part.strip() for part in text.split(",")]
     if not any(parts):
         raise argparse.ArgumentTypeError(f"give at least one NAME[:{placeholder}]")
-    if not all(parts):  # "p3.2xlarge,,g4dn.xlarge": a name left out, or a comma too many
-        said = f"an empty item in {text[:200]!r}: two commas in a row, or one at an end"
+    if said := empty_item(text):
         raise argparse.ArgumentTypeError(said)
     for part in parts:
         name, colon, number = part.partition(":")

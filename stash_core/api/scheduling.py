@@ -22,7 +22,7 @@ from stash_core.api.results import Schedule
 from stash_core.errors import UsageError
 from stash_core.pathargs import db_named_by, path_argument, refuse_overwrite, required_path
 from stash_core.sched import defaults
-from stash_core.spec_parse import Number, count, positive_real
+from stash_core.spec_parse import Number, count, empty_item, positive_real
 
 YEAR_S = 365 * 86400.0
 MAX_CLUSTER_GPUS = 1_000_000
@@ -276,10 +276,10 @@ def _per_job(outcomes: dict, labels: dict[str, str]) -> object:
 
 def chosen_policies(value: list[str] | str | None, known: tuple[str, ...]) -> list[str]:
     chosen = list(known) if value is None else [name.strip() for name in _split(value)]
-    if any(chosen) and not all(chosen):  # "fifo,,las": a name left out, or a comma too many
-        if not isinstance(value, str):
-            raise UsageError(f"policies: an empty name in {value!r:.200}")
-        raise UsageError(f"policies: an empty item in {value!r:.200}: two commas in a row, or one at an end")
+    if isinstance(value, str) and (said := empty_item(value)):  # "fifo,,las"
+        raise UsageError(f"policies: {said}")
+    if any(chosen) and not all(chosen):  # a list holding ""
+        raise UsageError(f"policies: an empty name in {value!r:.200}")
     chosen = [name for name in chosen if name]
     unknown = [name for name in chosen if name not in known]
     if unknown or not chosen:

@@ -14,6 +14,7 @@ from stash_core.spec_parse import (
     INT32_MAX,
     Number,
     count,
+    empty_item,
     identifier,
     parse_input_shape,
     positive_int,
@@ -156,8 +157,7 @@ def comma_list(rule: Callable[[str], Any], most: int = 64) -> Callable[[str], li
         parts = [part.strip() for part in text.split(",")]
         if not any(parts):
             raise argparse.ArgumentTypeError(f"expected a comma list, got {text!r}")
-        if not all(parts):  # "resnet10,,bert_tiny": a name left out, or a comma too many
-            said = f"an empty item in {text[:200]!r}: two commas in a row, or one at an end"
+        if said := empty_item(text):  # "resnet10,,bert_tiny"
             raise argparse.ArgumentTypeError(said)
         if len(parts) > most:
             raise argparse.ArgumentTypeError(f"at most {most} items, got {len(parts)}")

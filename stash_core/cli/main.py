@@ -280,7 +280,7 @@ def cmd_profile(args) -> int:
 
 def cmd_ingest(args) -> int:
     from stash_core import store
-    from stash_core.store.ingest_said import COMPLETED
+    from stash_core.store.ingest_said import COMPLETED, NothingStored
 
     new = not db_path(args).exists()
     refused: list[str] = []
@@ -292,8 +292,8 @@ def cmd_ingest(args) -> int:
     try:
         skip_bad = skip if args.skip_bad else None
         outcomes = store.ingest_files(db_path(args), args.files, words=True, skip_bad=skip_bad)
-    except UsageError as error:
-        if len(args.files) > 1 and "nothing stored" in str(error) and not args.skip_bad:  # the flag to add
+    except NothingStored as error:  # without --skip-bad: the flag that stores the others
+        if len(args.files) > 1:
             raise UsageError(f"{error} (--skip-bad stores them and names those it cannot)") from None
         raise
     for path, run_id, said in outcomes:

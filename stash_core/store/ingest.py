@@ -104,13 +104,13 @@ def ingest_files(
             prepared.append((path, _prepared_file(path)))
         except UsageError as error:
             if skip_bad is None:
-                raise UsageError(nothing_stored(str(error), len(given))) from None
+                raise nothing_stored(str(error), len(given)) from None
             skip_bad(path, str(error))
     try:
         refuse_given_twice(prepared)
     except UsageError as error:
         if skip_bad is None:
-            raise UsageError(nothing_stored(str(error), len(given))) from None
+            raise nothing_stored(str(error), len(given)) from None
         prepared = _first_of_each(prepared, skip_bad)
     outcomes: list[tuple[Path, str, str]] = []
     waiting = collections.deque(prepared)
@@ -124,7 +124,7 @@ def ingest_files(
                     try:
                         waiting = collections.deque(conflict_free(con, prepared, skip_bad))
                     except UsageError as error:
-                        raise UsageError(nothing_stored(str(error), len(given))) from None
+                        raise nothing_stored(str(error), len(given)) from None
                     checked = True
                 turn_ends = time.monotonic() + READER_TURN_S
                 while waiting:  # at least one file a connection

@@ -5,19 +5,26 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from stash_core.errors import UsageError
+
 # What storing one file did (ingest_files with words=True): the CLI says it per file.
 STORED = "stored"  # a run, probe set or simulation new to the database
 COMPLETED = "completed"  # a stored run given what an older layout or an export left out (samples, columns)
 ALREADY_STORED = "already stored"  # the same, stored already: nothing written
 
 
-def nothing_stored(reason: str, given: int) -> str:
-    """A refusal before anything was written, of one file of several: the others were not stored either."""
+class NothingStored(UsageError):
+    """A batch refused before anything was written: one file's reason, and that the others were not stored
+    either (skip_bad would store them)."""
+
+
+def nothing_stored(reason: str, given: int) -> NothingStored:
+    """The refusal of a batch of `given` files for one file's `reason`, saying the others were not stored."""
     if given < 2:
-        return reason
+        return NothingStored(reason)
     others = f"the {given - 1} others were" if given > 2 else "the other was"
     said = "nothing stored: every file is checked before any is stored"
-    return f"{reason}; {said}, so {others} not stored either"
+    return NothingStored(f"{reason}; {said}, so {others} not stored either")
 
 
 NAMED_FILES = 5  # files named in a failure's note; the others are counted

@@ -22,7 +22,7 @@ from stash_core.campaign.plan import CampaignSettings
 from stash_core.catalog import list_instances
 from stash_core.engine import jobs
 from stash_core.errors import UsageError
-from stash_core.spec_parse import BATCH_SIZE, MAX_NAME_CHARS, parse_iterations, region
+from stash_core.spec_parse import BATCH_SIZE, MAX_NAME_CHARS, empty_item, parse_iterations, region
 from stash_core.terminal import unsafe_character
 from stash_core.zoo_names import zoo_models  # noqa: F401  (the page's model list)
 
@@ -116,11 +116,9 @@ def instance_names(choice: list[str] | tuple[str, ...], other_text: str = "") ->
 
 def _comma_items(text: str | None, field: str) -> list[str]:
     """A comma list's items (none for no text); an empty item ("32,,64") refused as the command refuses it."""
-    parts = [part.strip() for part in str(text or "").split(",")]
-    if any(parts) and not all(parts):
-        said = f"{text!s:.200}"
-        raise UsageError(f"{field}: an empty item in {said!r}: two commas in a row, or one at an end")
-    return [part for part in parts if part]
+    if said := empty_item(str(text or "")):
+        raise UsageError(f"{field}: {said}")
+    return [part.strip() for part in str(text or "").split(",") if part.strip()]
 
 
 def batch_sizes(text: str) -> tuple[int, ...]:
