@@ -4,6 +4,7 @@ from pathlib import Path
 
 import streamlit as st
 
+from pages._fields import CheckedNumbers
 from pages._shared import current_db, download_buttons, load, page_guard, show_table
 from stash_core import views
 from stash_core.errors import UsageError
@@ -11,6 +12,8 @@ from stash_core.views.common import in_page_words, plain
 
 EDITOR_KEY = "sql-text"
 SCHEMA_PANEL_HEIGHT_PX = 560
+MAX_ROWS_LIMIT = 100_000  # rows a result table shows at most
+MAX_TIMEOUT_S = 300  # seconds a query may run
 
 
 def schema_panel() -> None:
@@ -61,14 +64,11 @@ def console() -> None:
             "DESCRIBE, SUMMARIZE, SHOW, EXPLAIN and informational PRAGMAs.",
         )
         cols = st.columns([1, 1, 2], vertical_alignment="bottom")
-        max_rows = cols[0].number_input(  # bounds checked on Run query, named (views.sql.check_limits)
-            "Row limit", value=1_000, step=500, key="sql-max-rows", persist_state="session",
-            help=f"1 to {views.sql.MAX_ROWS_LIMIT:,}",
-        )  # fmt: skip
-        timeout_s = cols[1].number_input(
-            "Time limit (s)", value=10, step=5, key="sql-timeout", persist_state="session",
-            help=f"1 to {views.sql.MAX_TIMEOUT_S}",
-        )  # fmt: skip
+        numbers = CheckedNumbers()  # bounds checked on Run query, named, not kept out in the browser
+        max_rows = numbers.number(cols[0], "Row limit", 1, MAX_ROWS_LIMIT, 1_000, step=500,
+                                  key="sql-max-rows", persist_state="session")  # fmt: skip
+        timeout_s = numbers.number(cols[1], "Time limit (s)", 1, MAX_TIMEOUT_S, 10, step=5,
+                                   key="sql-timeout", persist_state="session")  # fmt: skip
         submitted = cols[2].form_submit_button("Run query", type="primary", icon=":material/play_arrow:")
     first_visit = "sql-result" not in st.session_state  # show what the example query returns right away
     # a result is of the database it ran on: another one chosen in the sidebar runs the query again there
@@ -76,7 +76,8 @@ def console() -> None:
     if submitted or first_visit or other_database:
         st.session_state["sql-db"] = str(current_db())
         try:
-            views.sql.check_limits(max_rows, timeout_s)  # an earlier result is not this query's: cleared
+            if numbers.problems:  # said where the result goes: an earlier result is not this query's
+                raise UsageError(numbers.problems[0])
             with st.spinner("Running the query…"):
                 result = views.sql.run_query(
                     current_db(),

@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 from stash_core import store
-from stash_core.errors import UsageError
 from stash_core.store.console import DEFAULT_MAX_ROWS, DEFAULT_TIMEOUT_S, QueryResult, run_readonly_query
 from stash_core.store.examples import EXAMPLE_QUERIES
 
@@ -50,20 +49,6 @@ def run_query(
     return run_readonly_query(
         db_path, sql, timeout_s=timeout_s, max_rows=max_rows, max_result_bytes=PAGE_RESULT_BYTES
     )
-
-
-# The console form's limits (the browser keeps a number past a bound out of the form without a word, so the
-# page checks them): rows a table shows at most, and seconds a query may run.
-MAX_ROWS_LIMIT = 100_000
-MAX_TIMEOUT_S = 300
-
-
-def check_limits(max_rows: float, timeout_s: float) -> None:
-    """UsageError in the form's words for a row or time limit out of its range."""
-    if not 1 <= max_rows <= MAX_ROWS_LIMIT:
-        raise UsageError(f"Row limit: must be from 1 to {MAX_ROWS_LIMIT:,}, got {max_rows:g}")
-    if not 1 <= timeout_s <= MAX_TIMEOUT_S:
-        raise UsageError(f"Time limit: must be from 1 to {MAX_TIMEOUT_S} s, got {timeout_s:g}")
 
 
 # What a browser table is sent at most: one cell of 100 MB crashed the page's tab, and 20 MB took 7 s.

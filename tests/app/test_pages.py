@@ -343,7 +343,7 @@ def test_sql_returns_rows_for_a_select(populated_db: Path) -> None:
 @pytest.mark.parametrize(
     ("key", "value", "said"),
     [("sql-max-rows", 0, "Row limit: must be from 1 to 100,000, got 0"),
-     ("sql-timeout", 301, "Time limit: must be from 1 to 300 s, got 301")],
+     ("sql-timeout", 301, "Time limit (s): must be from 1 to 300, got 301")],
 )  # fmt: skip
 def test_a_limit_out_of_range_is_named_and_the_last_result_is_not_left_under_another_query(
     populated_db: Path, key: str, value: int, said: str
