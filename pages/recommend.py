@@ -294,11 +294,13 @@ def catalog_editor() -> None:
         after = views.recommend.with_catalog_edits(before, edited)
         if st.button("Save catalog changes", icon=":material/save:", key="rec-catalog-save"):
             try:
-                edited, added = views.recommend.save_catalog_edits(current_db(), before, after)
+                saved = views.recommend.save_catalog_edits(current_db(), before, after)
             except StashError as exc:  # a bad value: say which, keep the page
                 st.error(plain(in_page_words(str(exc), WORDS)), icon=":material/error:")
                 return
-            st.success(f"Saved {len(edited)} changed and {len(added)} new instance(s).")
+            st.success(f"Saved {len(saved.changed)} changed and {len(saved.added)} new instance(s).")
+            for warning in saved.warnings:  # stored as given: each may be meant
+                st.warning(plain(in_page_words(warning, WORDS)), icon=":material/warning:")
 
 
 def main() -> None:
@@ -330,6 +332,7 @@ WORDS = {
     "(--accelerator-count N)": "(its accelerator_count)", "(--accelerator NAME)": "(its accelerator)",
     "profile the job there with --instance ": "profile the job there, the Run page's Instance label set to ",
     "change it with `stash instances set`": "change its row instead",
+    "(give --interconnect ": "(set its interconnect in the Links columns to ",
     "(listed with --all)": "(in the download of all configurations)",
     "batch_size: must": "Batch size per worker: must",  # the API's argument names as the form's fields
     "dataset_images: must": "the samples in one epoch: must", "budget_hours: must": "Time budget: must",

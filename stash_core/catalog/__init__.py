@@ -4,6 +4,7 @@ check of a run's instance label against the machine it ran on (labels.py)."""
 from stash_core.catalog.catalog import (
     CATALOG_CSV,
     COLUMNS,
+    CatalogEdits,
     add_instance,
     apply_catalog_edits,
     builtin_instances,
@@ -30,6 +31,7 @@ __all__ = [
     "CATALOG_CSV",
     "COLUMNS",
     "CONFIRMED_KEY",
+    "CatalogEdits",
     "LabelCheck",
     "add_instance",
     "apply_catalog_edits",

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import csv
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 
@@ -32,6 +32,7 @@ from stash_core.catalog.fields import (
     today,
     typed_row,
 )
+from stash_core.catalog.row_warnings import row_warnings
 from stash_core.errors import UsageError
 from stash_core.store import connect
 from stash_core.store.catalog_seed import (
@@ -229,15 +230,20 @@ def _update(con: Any, name: str, changes: dict[str, Any]) -> dict[str, Any]:
     return row
 
 
-def apply_catalog_edits(
-    db_path: Path | str, before: pd.DataFrame, after: pd.DataFrame
-) -> tuple[list[str], list[str]]:
+class CatalogEdits(NamedTuple):
+    changed: list[str]  # names of the instances changed
+    added: list[str]  # names of the instances added
+    warnings: list[str]  # what the rows stored as given may get wrong later (row_warnings)
+
+
+def apply_catalog_edits(db_path: Path | str, before: pd.DataFrame, after: pd.DataFrame) -> CatalogEdits:
     """Store the differences between two versions of the catalog table (e.g. from a dashboard editor).
 
     Rows are matched by their index: a row of `after` whose index is in `before` is that instance (its
     changed fields are set; its name cannot change, so a retyped name never overwrites another instance),
     any other row with a name is added. Every value and name is checked first and all is written in one
-    transaction, so a bad one (UsageError, naming the instance) stores nothing. Returns (changed, added).
+    transaction, so a bad one (UsageError, naming the instance) stores nothing. Returns the names changed
+    and added, and the warnings of the rows as stored (a $0 price, an unknown GPU, ...), of the fields given.
     """
     edits: list[tuple[str, dict[str, Any]]] = []
     additions: list[dict[str, Any]] = []
@@ -280,7 +286,9 @@ def apply_catalog_edits(
                 _update(con, name, fields)
             for row in additions:
                 _insert_new(con, row)
-    return [name for name, _ in edits], names
+    said = [said for name, fields in edits for said in row_warnings(get_instance(db_path, name), set(fields))]
+    said += [said for name in names for said in row_warnings(get_instance(db_path, name))]
+    return CatalogEdits([name for name, _ in edits], names, said)
 
 
 def _added(row: dict[str, Any]) -> dict[str, Any]:

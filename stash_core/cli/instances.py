@@ -24,7 +24,6 @@ from stash_core.cli.args import (
 from stash_core.errors import UsageError
 from stash_core.pathargs import input_text
 from stash_core.terminal import printable
-from stash_core.units import finite_float
 
 # The catalog is imported inside cmd_instances: building `stash --help` must not load pandas. The values are
 # checked here when the command line is read, and again by the catalog (catalog/fields.py).
@@ -128,6 +127,7 @@ def cmd_instances(args: argparse.Namespace) -> int:
         set_instance,
         stale_builtin_names,
     )
+    from stash_core.catalog.row_warnings import ambiguous_accelerator_note, row_warnings
 
     path = db_path(args)
     action = args.instances_action
@@ -180,47 +180,14 @@ def cmd_instances(args: argparse.Namespace) -> int:
         row = set_instance(path, args.name, **fields)
         said = f"updated {row['name']} in {path}: " + ", ".join(f"{key}={row[key]}" for key in fields)
     print(printable(said))
-    spot, on_demand = finite_float(row.get("spot_usd_per_h")), finite_float(row.get("on_demand_usd_per_h"))
-    if spot is not None and on_demand is not None and spot > on_demand:  # kept as given: likely a typo
-        warning = (f"warning: {row['name']}'s spot price ${spot:g}/h is above its on-demand "
-                   f"${on_demand:g}/h; spot capacity sells below on-demand")  # fmt: skip
-        print(printable(warning), file=sys.stderr)
-    for kind, price in (("on-demand", on_demand), ("spot", spot)):
-        if price == 0 and f"{kind.replace('-', '_')}_usd_per_h" in fields:  # kept: a typo would rank first
-            print(printable(f"warning: {row['name']}'s {kind} price is $0/h: recommend and spot will take it "
-                            "as free and rank it first"), file=sys.stderr)  # fmt: skip
-    if "accelerator" in fields and (row.get("accelerator_count") or 0) > 0:
-        _say_accelerator(row)
-    gpus, link = row.get("accelerator_count") or 0, str(row.get("interconnect") or "none")
-    if gpus > 1 and link.lower() == "none" and {"accelerator_count", "interconnect"} & set(fields):
-        print(printable(f"warning: {row['name']} has {gpus} GPUs and no GPU link between them: predict and "
-                        "recommend cannot predict their all-reduce (give --interconnect NVSwitch, NVLink, "
-                        "PCIe or 'PCIe peer-to-peer')"), file=sys.stderr)  # fmt: skip
+    for warning in row_warnings(row, set(fields)):
+        print(printable(f"warning: {warning}"), file=sys.stderr)
+    note = ambiguous_accelerator_note(row) if row.get("accelerator_count") else None
+    if note and "accelerator" in fields:
+        print(printable(f"note: {note}"))
     if new:  # a mistyped --db would otherwise go unnoticed
         print(printable(f"note: {path} did not exist: it is a new database, holding the built-in catalog"))
     return 0
-
-
-def _say_accelerator(row: dict) -> None:
-    """What predictions will take the instance's GPU for: a short name several variants carry resolves to
-    one of them, and a name the accelerator table lacks leaves the instance out of them."""
-    import difflib
-
-    from stash_core.catalog.accelerators import accelerator_table, match_accelerator
-
-    name, gpu = row["name"], row["accelerator"]
-    found = match_accelerator(gpu)
-    if found is None:
-        # the names a user types are short (V100, H100): the table's full names are never close to them
-        spelled = {spelling.lower(): spelling for gpu_row in accelerator_table().values()
-                   for spelling in (gpu_row.name, *gpu_row.aliases, *gpu_row.skypilot_names)}  # fmt: skip
-        close = difflib.get_close_matches(str(gpu).lower(), sorted(spelled), n=3, cutoff=0.6)
-        meant = ", ".join(dict.fromkeys(spelled[spelling] for spelling in close))
-        hint = f" (did you mean {meant}?)" if close else ""
-        print(printable(f"warning: {gpu!r} is not in Stash's accelerator table{hint}: `stash predict` and "
-                        f"`stash recommend` leave {name} out"), file=sys.stderr)  # fmt: skip
-    elif found.ambiguous:
-        print(printable(f"note: {name}'s {found.note()}; give the full name to choose"))
 
 
 def _import(path: Any, args: argparse.Namespace) -> int:
@@ -242,6 +209,8 @@ def _import(path: Any, args: argparse.Namespace) -> int:
             "--network-gbps G --interconnect I`):"
         )
         print(f"  {_some(result.lacking_network)}")
+    for said in _import_warnings(result.rows).values():
+        print(f"  {said}", file=sys.stderr)
     for line in result.skipped[:SHOWN_NAMES]:
         print(f"  skipped {line}")
     if len(result.skipped) > SHOWN_NAMES:
@@ -250,6 +219,24 @@ def _import(path: Any, args: argparse.Namespace) -> int:
 
 
 SHOWN_NAMES = 40  # a catalog of 200,000 rows must not print 200,000 names
+IMPORT_WARNINGS = {  # row_problems' kinds an import can bring, in a catalog's words (no link: said above)
+    "unknown_gpu": "with a GPU not in Stash's accelerator table (`stash predict` and `stash recommend` leave "
+                   "them out)",
+    "spot_above_on_demand": "with a spot price above on-demand (kept as the file has it)",
+    "free": "priced at $0/h (recommend and spot will take them as free and rank them first)",
+}
+
+
+def _import_warnings(rows: list[dict]) -> dict[str, str]:
+    """One warning line per kind of problem among the imported rows, naming them (a few)."""
+    from stash_core.catalog.row_warnings import row_problems
+
+    named: dict[str, list[str]] = {kind: [] for kind in IMPORT_WARNINGS}
+    for row in rows:
+        for kind in row_problems(row).keys() & named.keys():
+            named[kind].append(str(row["name"]))
+    return {kind: printable(f"warning: {len(names):,} type(s) {IMPORT_WARNINGS[kind]}: {_some(names)}")
+            for kind, names in named.items() if names}  # fmt: skip
 
 
 def _some(names: list[str]) -> str:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 
 from stash_core.api.decisions import recommend
-from stash_core.catalog import COLUMNS, apply_catalog_edits, list_instances
+from stash_core.catalog import COLUMNS, CatalogEdits, apply_catalog_edits, list_instances
 from stash_core.cells import is_missing
 from stash_core.decide.predict.configuration import DOES_NOT_FIT
 from stash_core.decide.predict.cpu_rows import CPU_MEASURED, NOT_PROFILED_COUNTS
@@ -176,11 +176,10 @@ def with_catalog_edits(before: pd.DataFrame, edited: pd.DataFrame) -> pd.DataFra
     return pd.concat([after, added.reindex(columns=before.columns).astype(object)], ignore_index=True)
 
 
-def save_catalog_edits(
-    db_path: Path | str, before: pd.DataFrame, after: pd.DataFrame
-) -> tuple[list[str], list[str]]:
+def save_catalog_edits(db_path: Path | str, before: pd.DataFrame, after: pd.DataFrame) -> CatalogEdits:
     """Store the rows changed and added between two versions of instance_catalog (every value checked first;
-    UsageError names a bad one and stores nothing). Returns (names changed, names added)."""
+    UsageError names a bad one and stores nothing). Returns the names changed and added, and the warnings
+    of the rows stored (a $0 price, an unknown GPU, several GPUs without a link)."""
     return apply_catalog_edits(db_path, before, after)
 
 

@@ -143,7 +143,7 @@ def test_a_catalog_edit_of_one_group_of_columns_keeps_the_others(tmp_path: Path)
         .astype(str)
         .equals(before.drop(columns="on_demand_usd_per_h").astype(str))
     )
-    edited, added = views.recommend.save_catalog_edits(db, before, after)
+    edited, added, _ = views.recommend.save_catalog_edits(db, before, after)
     assert edited == [before.loc[first, "name"]] and added == []
 
 

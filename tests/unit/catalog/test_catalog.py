@@ -235,7 +235,7 @@ def test_dashboard_edits_are_applied_as_differences(tmp_path):
     new_row = {"name": "lab-box", "vcpus": 16, "accelerator": "NVIDIA A10G 24 GB", "accelerator_count": 2,
                "on_demand_usd_per_h": 1.5}  # fmt: skip
     after = pd.concat([after, pd.DataFrame([new_row])], ignore_index=True)
-    edited, added = apply_catalog_edits(db, before, after)
+    edited, added, _ = apply_catalog_edits(db, before, after)
     assert edited == ["g5.xlarge"] and added == ["lab-box"]
     assert get_instance(db, "g5.xlarge")["spot_usd_per_h"] == 0.35
     assert get_instance(db, "lab-box")["accelerator_count"] == 2
@@ -294,7 +294,7 @@ def test_a_row_an_older_version_stored_blocks_no_other_edit_and_keeps_its_link(t
     before = list_instances(db)[list(COLUMNS)]
     after = before.copy()
     after.loc[after["name"] == "g5.xlarge", "spot_usd_per_h"] = 0.35
-    assert apply_catalog_edits(db, before, after) == (["g5.xlarge"], [])
+    assert apply_catalog_edits(db, before, after) == (["g5.xlarge"], [], [])
     changed = after.copy()
     changed.loc[changed["name"] == "my-h100", "interconnect"] = "no NVSwitch, PCIe only"  # new: checked
     with pytest.raises(UsageError, match="instance my-h100: interconnect 'no NVSwitch, PCIe only' is no GPU"):

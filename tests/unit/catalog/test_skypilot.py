@@ -246,3 +246,18 @@ def test_a_name_that_differs_from_the_catalogs_only_in_case_is_not_imported(tmp_
     assert "P3.2XLARGE: differs from p3.2xlarge, already there, only in case; not imported" in result.skipped
     # a row not imported is not listed as lacking the network figures either (it lacks nothing stored)
     assert "P3.2XLARGE" not in result.lacking_network and "G6.XLARGE" not in result.lacking_network
+
+
+def test_an_import_warns_of_unknown_gpus_and_spot_prices_above_on_demand(catalog, tmp_path, capsys):
+    """`stash instances add` warned of these; an import of thousands of rows stored them without a word."""
+    from stash_core.cli.main import main
+
+    (catalog / "v7" / "aws" / "vms.csv").write_text(
+        "\n".join([HEADER, *ROWS, f"p3.8xlarge,V100,4.0,32.0,244.0,{V100},12.24,13.0,us-east-1,x"]) + "\n"
+    )
+    db = str(tmp_path / "cat.duckdb")
+    assert main(["instances", "import", "--skypilot", str(catalog), "--region", "us-east-1", "--db", db]) == 0
+    said = capsys.readouterr().err
+    assert "warning: 1 type(s) with a GPU not in Stash's accelerator table" in said and "g4ad.2xlarge" in said
+    above = "warning: 1 type(s) with a spot price above on-demand (kept as the file has it): p3.8xlarge"
+    assert above in said

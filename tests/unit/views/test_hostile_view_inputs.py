@@ -159,7 +159,7 @@ ANSWERED = [
     ("catalog-source-formula-kept-as-text", _edit("source", "=HYPERLINK(1)"), lambda r: len(r[0]) == 1),
     ("catalog-sql-like-name-is-a-name", _add(name="x'); DROP TABLE instances; --", vcpus=4),
      lambda r: r[1] == ["x'); DROP TABLE instances; --"]),
-    ("catalog-empty-new-row-ignored", _add(), lambda r: r == ([], [])),
+    ("catalog-empty-new-row-ignored", _add(), lambda r: r == ([], [], [])),
 ]  # fmt: skip
 
 

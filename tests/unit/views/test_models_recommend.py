@@ -174,7 +174,7 @@ def test_the_catalog_lists_built_in_instances_and_saves_edits(tmp_path: Path) ->
     assert list(before.columns) == list(COLUMNS)
     after = before.copy()
     after.loc[after["name"] == "p3.16xlarge", "on_demand_usd_per_h"] = 1.25
-    edited, added = views.recommend.save_catalog_edits(db, before, after)
+    edited, added, _ = views.recommend.save_catalog_edits(db, before, after)
     assert (edited, added) == (["p3.16xlarge"], [])
     stored = views.recommend.instance_catalog(db).set_index("name")
     assert stored.loc["p3.16xlarge", "on_demand_usd_per_h"] == pytest.approx(1.25)

@@ -1,0 +1,72 @@
+"""What a catalog row stored as given may get wrong later, said when it is written (`stash instances add`,
+`set` and `import`, the Recommend page's catalog editor): a spot price above on-demand, a price of $0, a GPU
+name the accelerator table lacks, several GPUs with no link. The row is kept in each case: each can be
+meant, and each changes what recommend and spot rank without a word of their own."""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any
+
+from stash_core.catalog.accelerators import accelerator_table, match_accelerator
+from stash_core.units import finite_float
+
+PRICES = {"on-demand": "on_demand_usd_per_h", "spot": "spot_usd_per_h"}
+
+
+def row_warnings(row: dict[str, Any], given: set[str] | None = None) -> list[str]:
+    """The warnings of a stored row, each one line without the "warning: " prefix. `given` holds the fields
+    just written (None: all of them), so that an edit of one field does not repeat what another field has
+    said since it was written (a $0 price, a GPU count without a link)."""
+    return list(row_problems(row, given).values())
+
+
+def row_problems(row: dict[str, Any], given: set[str] | None = None) -> dict[str, str]:
+    """row_warnings by kind: "spot_above_on_demand", "free", "unknown_gpu", "no_gpu_link"."""
+    given = set(row) if given is None else given
+    name = row.get("name")
+    said: dict[str, str] = {}
+    spot, on_demand = finite_float(row.get("spot_usd_per_h")), finite_float(row.get("on_demand_usd_per_h"))
+    if spot is not None and on_demand is not None and spot > on_demand:  # kept as given: likely a typo
+        said["spot_above_on_demand"] = (f"{name}'s spot price ${spot:g}/h is above its on-demand "
+                                        f"${on_demand:g}/h; spot capacity sells below on-demand")  # fmt: skip
+    free = [kind for kind, column in PRICES.items() if column in given and finite_float(row.get(column)) == 0]
+    if free:  # a typo would rank first
+        prices = f"{free[0]} price is" if len(free) == 1 else "on-demand and spot prices are"
+        said["free"] = (f"{name}'s {prices} $0/h: recommend and spot will take it as free and rank it "
+                        "first")  # fmt: skip
+    gpus = finite_float(row.get("accelerator_count")) or 0
+    if "accelerator" in given and gpus > 0 and row.get("accelerator"):
+        unknown = unknown_accelerator(row)
+        if unknown:
+            said["unknown_gpu"] = unknown
+    link = str(row.get("interconnect") or "none")
+    if gpus > 1 and link.lower() == "none" and {"accelerator_count", "interconnect"} & given:
+        said["no_gpu_link"] = (f"{name} has {gpus:g} GPUs and no GPU link between them: predict and "
+                               "recommend cannot predict their all-reduce (give --interconnect NVSwitch, "
+                               "NVLink, PCIe or 'PCIe peer-to-peer')")  # fmt: skip
+    return said
+
+
+def unknown_accelerator(row: dict[str, Any]) -> str | None:
+    """Said of a GPU name the accelerator table lacks (with the names close to it): predictions leave the
+    instance out. None for a known name."""
+    gpu = str(row["accelerator"])
+    if match_accelerator(gpu) is not None:
+        return None
+    # the names a user types are short (V100, H100): the table's full names are never close to them
+    spelled = {spelling.lower(): spelling for gpu_row in accelerator_table().values()
+               for spelling in (gpu_row.name, *gpu_row.aliases, *gpu_row.skypilot_names)}  # fmt: skip
+    close = difflib.get_close_matches(gpu.lower(), sorted(spelled), n=3, cutoff=0.6)
+    meant = ", ".join(dict.fromkeys(spelled[spelling] for spelling in close))
+    hint = f" (did you mean {meant}?)" if close else ""
+    return (f"{gpu!r} is not in Stash's accelerator table{hint}: `stash predict` and `stash recommend` leave "
+            f"{row['name']} out")  # fmt: skip
+
+
+def ambiguous_accelerator_note(row: dict[str, Any]) -> str | None:
+    """A short GPU name several variants carry resolves to one of them: which, and how to choose."""
+    found = match_accelerator(str(row["accelerator"]))
+    if found is None or not found.ambiguous:
+        return None
+    return f"{row['name']}'s {found.note()}; give the full name to choose"
