@@ -174,6 +174,9 @@ def plan_spot(
         bounds=result.bounds, infeasible_reason=result.infeasible_reason, fragile=fragile,
         risk=None if risk is None else vars(risk), plan=result,
         notes=[unpriced_note] if unpriced_note else [],
+        request={"target_loss": target_loss, "budget_s": budget_s, "ps_gbps": ps_Bps / GBPS,
+                 "pcie_gbps": pcie_Bps / GBPS, "revocation_s": revocation_s, "rate_per_h": (
+                     None if pricing == "on_demand" else DEFAULT_RATE_PER_H if rate is None else rate)},
     )  # fmt: skip
 
 

@@ -208,6 +208,7 @@ class SpotPlan:
     risk: dict[str, Any] | None = None
     plan: Any = field(default=None, repr=False, compare=False)  # spot.planner's PlanResult
     notes: list[str] = field(default_factory=list)  # the types offered left out of the plan (no price), why
+    request: dict[str, Any] = field(default_factory=dict)  # the target, budget and links it was planned for
 
     __eq__ = _equal_fields
     __repr__ = _compact_repr
@@ -221,9 +222,11 @@ class SpotPlan:
     def to_dict(self) -> dict[str, Any]:
         """What `stash spot --json` prints (a row outside the loss model: its infinite iterations, time and
         cost as None)."""
+        from stash_core.spot.planner import PLAN_BASIS
+
         return json_safe({
-            "pricing": self.pricing, "best": self.best, "candidates": self.candidates,
-            "bounds": list(self.bounds),
+            "request": self.request, "pricing": self.pricing, "basis": PLAN_BASIS, "best": self.best,
+            "candidates": self.candidates, "bounds": list(self.bounds),
             "infeasible_reason": self.infeasible_reason, "fragile": self.fragile, "risk": self.risk,
             "notes": self.notes,
             # "exact": every mix of counts tried; "window": spotDNN's heuristic, a cheaper mix may exist

@@ -134,7 +134,7 @@ def cmd_spot(args: argparse.Namespace) -> int:
 
 def format_plan(result: Any, rows: list[dict[str, Any]], pricing: str, target_loss: float,
                 budget_s: float, risk: Any = None) -> str:  # fmt: skip
-    from stash_core.spot.planner import searched_workers
+    from stash_core.spot.planner import PLAN_BASIS, searched_workers
 
     price = "spot" if pricing == "spot" else "on-demand"
     head = f"target loss {target_loss:g} within {budget_s:.0f} s, {price} prices"
@@ -154,7 +154,7 @@ def format_plan(result: Any, rows: list[dict[str, Any]], pricing: str, target_lo
             lines.append(f"risk: {risk.text()} ({planned})")
     if rows:
         lines += ["", *_candidate_lines(rows)]
-    lines.append("predicted by the spotDNN model (asynchronous PS training); not a measurement")
+    lines.append(PLAN_BASIS)
     return "\n".join(lines)
 
 

@@ -27,6 +27,7 @@ from stash_core.spot.model import (
     worker_iteration_s,
 )
 
+PLAN_BASIS = "predicted by the spotDNN model (asynchronous PS training); not a measurement"
 # The exact search's limits: some 17 us per mix (1.7 us per worker in it) on the 2-core development
 # machine, so at most some 0.2 s per plan (5 types of quota 13 at n_upper 13: 8,562 mixes, 0.16 s).
 # `stash spot` plans up to 15 times (fragility re-plans once per nudged coefficient).

@@ -38,6 +38,17 @@ def test_a_plan_with_spot_prices_and_the_same_on_demand(tmp_path, capsys):
     assert on_demand["best"]["cost_usd"] > 3 * spot["best"]["cost_usd"]
 
 
+def test_the_json_restates_what_was_asked_and_that_it_is_a_prediction(tmp_path, capsys):
+    """The plan's JSON lacked the target and budget it answers, and the text's "not a measurement"."""
+    status, out = _spot(tmp_path, capsys, "--budget-s", "3000", "--revocation-s", "20", "--json")
+    plan = json.loads(out.out)
+    assert plan["request"] == {"target_loss": 0.8, "budget_s": 3000.0, "ps_gbps": pytest.approx(9.6),
+                               "pcie_gbps": 80.0, "revocation_s": 20.0, "rate_per_h": 0.5}  # fmt: skip
+    assert plan["basis"].endswith("not a measurement")
+    status, out = _spot(tmp_path, capsys, "--budget-s", "3000", "--json", "--on-demand")
+    assert json.loads(out.out)["request"]["rate_per_h"] is None  # never revoked
+
+
 def test_a_type_without_the_plans_kind_of_price_is_left_out_and_said(tmp_path, capsys):
     """`spot --on-demand` refused the whole offer for one type with a spot price alone, where spot-simulate
     planned on-demand without it; a type with neither price is still refused when it is all there is."""
