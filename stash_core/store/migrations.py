@@ -160,6 +160,11 @@ def _v5_to_v6(con: duckdb.DuckDBPyConnection) -> None:
     con.execute("ALTER TABLE stalls ADD COLUMN IF NOT EXISTS raw_s DOUBLE")
 
 
+def _v6_to_v7(con: duckdb.DuckDBPyConnection) -> None:
+    """Nothing to change in the tables: the view's new columns (`<stall>_resolved`) come with create_schema,
+    which every migration ends with."""
+
+
 def _shipped_catalog_rows() -> list[tuple]:
     try:
         return builtin_catalog_rows(CATALOG_BEFORE_V5_CSV)
@@ -173,6 +178,7 @@ DB_MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {
     3: _v3_to_v4,
     4: _v4_to_v5,
     5: _v5_to_v6,
+    6: _v6_to_v7,
 }
 
 VERSION_CHANGES = {
@@ -190,6 +196,8 @@ VERSION_CHANGES = {
     "of a price catalog (`stash instances import`) never overwrite a user's values",
     6: "the `stalls` column `raw_s`, the signed difference a stall within the noise reports as 0 (NULL for "
     "stalls stored before), so that `stash show` names what the remainder holds stall by stall",
+    7: "the `stall_breakdown` columns `<stall>_resolved`: whether each stall is resolved, its 95 % CI no wider "
+    "than its value, as `stash show` says it",
 }
 
 

@@ -18,7 +18,7 @@ from stash_core.results.file import STALL_NAMES
 from stash_core.store.catalog_seed import seed_builtin_catalog
 from stash_core.store.schema_docs import COMMENTS_DIGEST, comment_script, described_comments
 
-DB_SCHEMA_VERSION = 6
+DB_SCHEMA_VERSION = 7
 
 TABLES = (
     "runs", "phases", "iterations", "telemetry", "stalls", "models", "instances", "probes", "simulations",
@@ -226,6 +226,11 @@ def _stall_columns() -> str:
             # the interval per epoch: ci95_s times the iterations of an epoch, as analysis/epochs.per_epoch
             f"max(s.ci95_s) {valid} * any_value(r.iterations_per_epoch) AS {stall}_epoch_ci95_s",
             f"max(s.status) {picked} AS {stall}_status",
+            # as analysis/stalls.stall_resolved: a figure whose 95% interval is no wider than it
+            f"CASE WHEN max(s.seconds) {valid} IS NULL THEN NULL "
+            f"WHEN max(s.status) {picked} IN ('clamped_zero', 'within_noise') THEN false "
+            f"ELSE coalesce(abs(max(s.seconds) {valid}) >= max(s.ci95_s) {valid}, false) END "
+            f"AS {stall}_resolved",
         ]
     return ",\n    ".join(parts)
 

@@ -56,6 +56,9 @@ STALL_BREAKDOWN = RelationDoc(
             <stall>_epoch_ci95_s | s | 95 % CI half-width of the stall per epoch,
                 `<stall>_ci95_s × iterations_per_epoch`
             <stall>_status | | `stalls.status` of that stall
+            <stall>_resolved | | whether the stall is resolved, as `stash show` says it: its 95 % CI is no
+                wider than its value (false also within the noise, or without a CI: it could be 0); NULL
+                where `<stall>_s` is
             unattributed_s | s | signed remainder ("not separated"): `iteration_s` minus the five stalls
                 (NULL stalls count as 0), computed here from `stalls`, so that the stalls and it add up to
                 `iteration_s` exactly (see `runs.unattributed_s`); NULL without `iteration_s`

@@ -15,7 +15,7 @@ import result_docs
 from noisy_docs import noisy_result_doc
 
 from stash_core import store
-from stash_core.analysis.stalls import REMAINDER, STALLS, remainder_of
+from stash_core.analysis.stalls import REMAINDER, STALLS, remainder_of, stall_resolved
 from stash_core.results import upgrade_result
 from stash_core.store.import_export import COMPANION_TABLES, docs_from_export
 
@@ -101,6 +101,21 @@ def test_the_remainder_has_no_row_in_stalls(stored) -> None:
     db, _ = stored
     stalls = store.query_readonly(db, "SELECT DISTINCT stall FROM stalls")["stall"]
     assert set(stalls) == set(STALLS)
+
+
+def test_each_stall_is_resolved_in_the_view_as_stash_show_says_it(stored) -> None:
+    """A stall whose interval was wider than its value read `measured` in the view, with nothing to tell a
+    query it was not resolved; `<stall>_resolved` says it as analysis.stalls.stall_resolved does."""
+    db, _ = stored
+    rows = store.query_readonly(db, "SELECT run_id, stall, seconds, ci95_s, status FROM stalls")
+    view = _view(db).set_index("run_id")
+    said = {True: 0, False: 0, None: 0}
+    for row in rows.to_dict(orient="records"):
+        expected = stall_resolved({key: row[key] for key in ("seconds", "ci95_s", "status")})
+        got = view.loc[row["run_id"], f"{row['stall']}_resolved"]
+        assert (None if pd.isna(got) else bool(got)) == expected, row
+        said[expected] += 1
+    assert min(said.values()) > 0, said  # the noisy runs hold each case
 
 
 def _read_export(folder: Path, fmt: str) -> dict[str, pd.DataFrame]:
