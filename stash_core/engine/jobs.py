@@ -229,7 +229,7 @@ def read_job(db_path: Path | str, job_id: str) -> JobState:
     """The current state of one job, parsed from its folder; UsageError when there is no such job."""
     job_dir = jobs_dir(db_path) / job_id
     if not _valid_job_id(job_id) or not (job_dir / "argv.json").is_file() or not ours(job_dir):
-        raise UsageError(f"no job {job_id!r} of yours in {jobs_dir(db_path)}")
+        raise UsageError(f"no job {job_id[:MAX_JOB_ID_CHARS]!r} of yours in {jobs_dir(db_path)}")
     try:
         state = _read_state(job_dir)
     except _UNREADABLE as error:
@@ -357,8 +357,13 @@ def _write_meta(
     _write_json(job_dir / "argv.json", meta)
 
 
+MAX_JOB_ID_CHARS = 64  # new_job_id's are 23; a longer one (from an address) is no job, not a file name to try
+
+
 def _valid_job_id(job_id: str) -> bool:
-    return bool(job_id) and all(c.isalnum() or c in "-_" for c in job_id)
+    return 0 < len(job_id) <= MAX_JOB_ID_CHARS and all(
+        c.isascii() and (c.isalnum() or c in "-_") for c in job_id
+    )
 
 
 def _write_json(path: Path, value: dict[str, Any]) -> None:

@@ -190,6 +190,11 @@ def test_dashboard_owned_flags_and_unknown_jobs_are_refused(tmp_path: Path) -> N
         jobs.read_job(db, "20990101T000000Z-abcdef")
     with pytest.raises(UsageError, match="no job"):
         jobs.read_job(db, "../../etc")
+    (tmp_path / ".stash-jobs").mkdir()
+    for odd in ("x" * 300, "2" * 256):  # from the Run page's address: "File name too long" was raised
+        with pytest.raises(UsageError, match="no job") as refused:
+            jobs.read_job(db, odd)
+        assert len(str(refused.value)) < 200
     assert jobs.list_jobs(db) == []
 
 
