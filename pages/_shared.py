@@ -24,7 +24,7 @@ import pandas as pd
 import streamlit as st
 
 from stash_core import containment, units, views
-from stash_core.errors import StashError, UsageError
+from stash_core.errors import NewerThanStash, StashError, UsageError
 from stash_core.exits import corruption_line, is_database_corruption
 from stash_core.pathargs import default_db_text
 from stash_core.units import finite_float, share_at_an_end, usd_words
@@ -180,13 +180,15 @@ def _run_through_the_frame() -> None:
 
 @contextmanager
 def page_guard(words: dict[str, str] | None = None) -> Iterator[None]:
-    """Show what goes wrong in a page as a readable message instead of a traceback (the command's options it
-    names written as the page's `words` for them)."""
+    """What goes wrong in a page as a readable message, not a traceback (options in the page's words)."""
     _run_through_the_frame()
     try:
         yield
     except StashError as exc:
-        st.error(plain(in_page_words(str(exc), words)), icon=":material/error:")
+        restart = isinstance(exc, NewerThanStash) and code_age.known_changed()  # this Stash's update wrote it
+        said = plain(in_page_words(str(exc), words))
+        said = f"{code_age.RESTART_ADVICE}. ({said})" if restart else said
+        st.error(said, icon=":material/restart_alt:" if restart else ":material/error:")
     except Exception as exc:
         if is_database_corruption(exc):  # damage the open-time checks did not read: the way out, not a bug
             st.error(plain(in_page_words(corruption_line(exc), words)), icon=":material/error:")

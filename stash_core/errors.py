@@ -25,6 +25,11 @@ class UserModelError(UsageError):
     caller can catch it without importing the zoo (and torch)."""
 
 
+class NewerThanStash(UsageError):
+    """A database, result file or simulation written by a newer Stash than the running one: upgrade, or (a
+    dashboard started before an update) restart."""
+
+
 class DiskFull(UsageError):
     """A write the machine refused (a full disk, a quota, a failing device). A UsageError for the callers
     that catch one, but the machine's state, not the input: a command exits 1 with it."""

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from stash_core.analysis.stalls import REMAINDER, with_remainder
-from stash_core.errors import UsageError
+from stash_core.errors import NewerThanStash, UsageError
 from stash_core.results.document import ResultDocument, check_ranges
 from stash_core.results.probe import check_probe_set
 from stash_core.results.values import (
@@ -203,7 +203,7 @@ def upgrade_result(doc: Any) -> ResultDocument:
     if isinstance(version, bool) or not isinstance(version, int):
         raise UsageError(f"result file has no integer schema_version (got {version!r})")
     if version > SCHEMA_VERSION:
-        raise UsageError(
+        raise NewerThanStash(
             f"result file has schema_version {version}; this Stash reads up to {SCHEMA_VERSION}"
             " - upgrade Stash"
         )

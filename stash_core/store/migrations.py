@@ -15,7 +15,7 @@ from pathlib import Path
 
 import duckdb
 
-from stash_core.errors import UsageError
+from stash_core.errors import NewerThanStash, UsageError
 from stash_core.results.file import STALL_NAMES
 from stash_core.store.catalog_seed import builtin_catalog_rows
 from stash_core.store.dbfile import refuse_foreign
@@ -196,8 +196,8 @@ VERSION_CHANGES = {
     "of a price catalog (`stash instances import`) never overwrite a user's values",
     6: "the `stalls` column `raw_s`, the signed difference a stall within the noise reports as 0 (NULL for "
     "stalls stored before), so that `stash show` names what the remainder holds stall by stall",
-    7: "the `stall_breakdown` columns `<stall>_resolved`: whether each stall is resolved, its 95 % CI no wider "
-    "than its value, as `stash show` says it",
+    7: "the `stall_breakdown` columns `<stall>_resolved`: whether each stall is resolved, its 95 % CI no "
+    "wider than its value, as `stash show` says it",
 }
 
 
@@ -288,7 +288,7 @@ def _create_or_migrate(con: duckdb.DuckDBPyConnection, db_label: str) -> None:
 def check_readable_version(version: int | None, db_label: str) -> None:
     """Refuse a database written by a newer Stash."""
     if version is not None and version > DB_SCHEMA_VERSION:
-        raise UsageError(
+        raise NewerThanStash(
             f"database {db_label} has schema_version {version}; this Stash reads up to {DB_SCHEMA_VERSION}"
             " - upgrade Stash"
         )

@@ -19,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from stash_core.errors import UsageError
+from stash_core.errors import NewerThanStash, UsageError
 from stash_core.results.values import (
     check_identifier,
     check_not_a_path,
@@ -54,7 +54,8 @@ def simulation_rows(doc: dict[str, Any], source_file: str | None = None) -> list
     if not whole or not 1 <= version <= SIMULATION_SCHEMA_VERSION:
         newer = " - upgrade Stash" if whole and version > SIMULATION_SCHEMA_VERSION else ""
         most = SIMULATION_SCHEMA_VERSION
-        raise UsageError(f"simulation has schema_version {version!r}; this Stash reads up to {most}{newer}")
+        refusal = NewerThanStash if newer else UsageError
+        raise refusal(f"simulation has schema_version {version!r}; this Stash reads up to {most}{newer}")
     simulation_id = doc.get("simulation_id")
     if not isinstance(simulation_id, str) or not simulation_id.strip():
         raise UsageError("simulation document has an empty or non-text simulation_id")

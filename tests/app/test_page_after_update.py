@@ -44,3 +44,22 @@ def test_a_file_modified_after_the_start_is_found(tmp_path: Path) -> None:
     assert not code_age.changed_since_start((tmp_path,), started_s=started)
     os.utime(module, (started + 5, started + 5))  # then an update wrote it
     assert code_age.changed_since_start((tmp_path,), started_s=started)
+
+
+@pytest.mark.parametrize("updated", [True, False], ids=["files-changed", "files-as-started"])
+def test_a_database_the_updated_stash_wrote_says_to_restart_not_to_upgrade(
+    populated_db: Path, monkeypatch: pytest.MonkeyPatch, updated: bool
+) -> None:
+    """The new code, run by a profile the page started, moved the database to a newer schema: every page
+    then said "upgrade Stash", where the dashboard only needs a restart."""
+    from stash_core.errors import NewerThanStash
+
+    def newer(*args, **kwargs):
+        raise NewerThanStash("database r.duckdb has schema_version 99; this Stash reads up to 7 - upgrade")
+
+    monkeypatch.setattr(views.overview, "overview", newer)
+    monkeypatch.setattr(code_age, "changed_since_start", lambda: updated)
+    app = open_page("Overview")
+    said = " ".join(shown(error.value) for error in app.error)
+    assert "schema_version 99" in said
+    assert ("restart the dashboard" in said) is updated
