@@ -351,7 +351,7 @@ def main() -> None:
         return
     run_filter_form(options)
     if page["missing"]:
-        st.warning(f"No run {plain(page['missing'])} in this database.", icon=":material/search_off:")
+        st.warning(f"{plain(page['missing'])}.", icon=":material/search_off:")
     if runs.empty:
         st.info("No run matches these filters.", icon=":material/filter_alt_off:")
     else:
@@ -369,7 +369,7 @@ def main() -> None:
     default = detail["run_id"] if detail is not None else choices[0]
     # the picker's value lives in Session State only (a default index as well draws Streamlit's warning):
     # a link, or Back, that names another run than the picker holds, or a pick the filter no longer shows
-    if (linked != previous and default == linked) or st.session_state.get("bd-run") not in choices:
+    if (linked != previous and default == page["linked"]) or st.session_state.get("bd-run") not in choices:
         st.session_state["bd-run"] = default
     picked = st.selectbox("Run", choices, format_func=lambda r: labels.get(r, r), key="bd-run",
                           persist_state="session")

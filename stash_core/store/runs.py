@@ -45,6 +45,11 @@ def resolve_run_id(db_path: Path | str, run_id: str) -> str | None:
         return _resolve(con, run_id)
 
 
+def resolve_run_id_in(con: duckdb.DuckDBPyConnection, run_id: str) -> str | None:
+    """resolve_run_id over an open connection."""
+    return _resolve(con, run_id)
+
+
 def list_runs(db_path: Path | str, limit: int | None = None) -> pd.DataFrame:
     """One row per run from the stall_breakdown view, newest first."""
     sql = "SELECT * FROM stall_breakdown ORDER BY started_at DESC NULLS LAST, run_id DESC"

@@ -17,9 +17,11 @@ from stash_core.analysis.core_sharing import core_sharing_note
 from stash_core.analysis.stalls import stall_resolved
 from stash_core.cells import is_missing, plain_records
 from stash_core.decide.whatif import whatif as answer
+from stash_core.errors import UsageError
 from stash_core.results.file import STALL_NAMES
 from stash_core.store import queries_breakdown
 from stash_core.store.impossible_runs import breakdown_marks_of
+from stash_core.store.runs import resolve_run_id_in
 from stash_core.units import finite_float
 from stash_core.views.common import (
     MAX_ITERATION_POINTS,
@@ -119,22 +121,32 @@ def breakdown_page(
     db_path: Path | str, run_filter: RunFilter, linked_run: str | None = None, previous_run: str | None = None
 ) -> dict[str, Any]:
     """What the Stall breakdown page shows, read over one connection: "options" (filter_options), "runs" and
-    "total" (find_runs), "detail" (run_detail) and "missing" (a linked run id that is not stored, else None).
+    "total" (find_runs), "detail" (run_detail), "linked" (the stored run id `linked_run` names, else None) and
+    "missing" (why `linked_run` names no stored run: "no run X in this database", or the several it matches).
 
-    The detail is of `linked_run` (a run opened by a link) when it is stored, else of `previous_run` (the one
-    shown before) when it still matches the filter, else of the newest matching run.
+    The detail is of `linked_run` (a run opened by a link: its id or any unique part of it, as `stash show`
+    takes it) when it names a stored run, else of `previous_run` (the one shown before) when it still
+    matches the filter, else of the newest matching run.
     """
     with store.connect(db_path, read_only=True) as con:
         options = _filter_options(con)
         runs, total = _find_runs(con, within_options(run_filter, options))
-        detail = _run_detail(con, linked_run) if linked_run else None
-        missing = linked_run if linked_run and detail is None else None
+        linked, missing = None, None
+        if linked_run:
+            try:
+                linked = resolve_run_id_in(con, linked_run)
+            except UsageError as exc:  # a part of several runs' ids
+                missing = str(exc)
+        detail = _run_detail(con, linked) if linked else None
+        if linked_run and detail is None and missing is None:
+            missing = f"No run {linked_run} in this database"
         shown = set(runs["run_id"])
         if detail is None and previous_run in shown:
             detail = _run_detail(con, previous_run)
         if detail is None and not runs.empty:
             detail = _run_detail(con, str(runs["run_id"].iloc[0]))
-    return {"options": options, "runs": runs, "total": total, "detail": detail, "missing": missing}
+    return {"options": options, "runs": runs, "total": total, "detail": detail, "linked": linked,
+            "missing": missing}  # fmt: skip
 
 
 def add_run_labels(frame: pd.DataFrame) -> pd.DataFrame:

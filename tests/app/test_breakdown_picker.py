@@ -46,3 +46,20 @@ def test_a_link_to_another_run_moves_the_picker_without_a_state_warning(
     assert not app.exception, [e.value for e in app.exception]
     assert app.selectbox(key="bd-run").value == second["run_id"]
     assert not [m for m in kept.messages if "created with a default value" in m]
+
+
+def test_a_link_with_the_short_id_the_labels_show_opens_that_run(
+    empty_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """?run=<suffix> said "No run ..." and opened the newest run, as if the link named none."""
+    older, newer = result_doc(stalls={"compute": 0.30}), result_doc(stalls={"compute": 0.20})
+    store.ingest_result(empty_db, older)
+    store.ingest_result(empty_db, newer)
+    monkeypatch.setattr(policies, "_shown_default_value_warning", False)
+    app = AppTest.from_file(str(REPO / "app.py"), default_timeout=90)
+    app.query_params["run"] = older["run_id"].rsplit("-", 1)[1]
+    app.run()
+    app.switch_page("pages/breakdown.py").run()
+    assert not app.exception, [e.value for e in app.exception]
+    assert app.selectbox(key="bd-run").value == older["run_id"] != newer["run_id"]
+    assert not app.warning

@@ -64,7 +64,15 @@ def test_breakdown_page_shows_a_linked_run_even_outside_the_filter(db: Path) -> 
     )
     assert page["detail"]["run_id"] == "20261121T090000Z-cccc0004"  # the previous run no longer matches
     page = views.breakdown.breakdown_page(db, views.breakdown.RunFilter(), linked_run="nope")
-    assert page["missing"] == "nope" and page["detail"] is not None
+    assert page["missing"] == "No run nope in this database" and page["detail"] is not None
+
+
+def test_a_link_with_a_part_of_a_run_id_opens_that_run_as_stash_show_does(db: Path) -> None:
+    """?run=<the suffix every chart label shows> said "No run ..." and showed the newest run instead."""
+    page = views.breakdown.breakdown_page(db, views.breakdown.RunFilter(), linked_run="dddd0005")
+    assert page["detail"]["run_id"] == page["linked"] == "20261121T100000Z-dddd0005" and not page["missing"]
+    page = views.breakdown.breakdown_page(db, views.breakdown.RunFilter(), linked_run="20261121T")
+    assert page["linked"] is None and "matches several runs" in page["missing"]
 
 
 def test_run_detail_has_samples_and_telemetry_on_one_time_axis(db: Path) -> None:
