@@ -37,37 +37,42 @@ def verdict(frame: pd.DataFrame) -> None:
         return
     left, right = st.columns(2)
     with left.container(border=True):
-        st.markdown(":material/speed: **Fastest**")
+        st.markdown(":material/speed: **Fastest measured**")
         st.markdown(f"### {plain(result['fastest'])}")
+        speed = f"{result['fastest_samples_per_s']:,.1f} samples/s"
         if result.get("slowest") and result["slowest"] != result["runner_up"]:
             st.markdown(
-                f"{result['fastest_samples_per_s']:,.1f} samples/s — "
-                f"**{result['lead_over_runner_up']:.2f}×** the throughput of the runner-up "
-                f"({plain(result['runner_up'])}) and **{result['speedup']:.2f}×** the slowest "
-                f"({plain(result['slowest'])})."
+                f"{speed} — **{result['lead_over_runner_up']:.2f}×** the throughput of the runner-up "
+                f"({plain(result['runner_up'])}){_apart(result['runner_up_apart'])} and "
+                f"**{result['speedup']:.2f}×** the slowest ({plain(result['slowest'])})"
+                f"{_apart(result['slowest_apart'])}."
             )
         elif result.get("slowest"):
             st.markdown(
-                f"{result['fastest_samples_per_s']:,.1f} samples/s — **{result['speedup']:.2f}×** the "
-                f"throughput of {plain(result['slowest'])}."
+                f"{speed} — **{result['speedup']:.2f}×** the throughput of {plain(result['slowest'])}"
+                f"{_apart(result['slowest_apart'])}."
             )
+        elif result["contradicted"]:
+            st.markdown(f"{speed} — the only configuration whose machine fits its label "
+                        f"({result['contradicted']} set aside above).")  # fmt: skip
         else:
-            st.markdown(f"{result['fastest_samples_per_s']:,.1f} samples/s — the only configuration so far.")
+            st.markdown(f"{speed} — the only configuration so far.")
     with right.container(border=True):
-        st.markdown(":material/savings: **Cheapest**")
+        st.markdown(":material/savings: **Cheapest measured**")
         if result["cheapest"] is None:
             st.markdown("### –")
             if result["contradicted"]:
                 st.markdown(
-                    f"No configuration has a price: {result['contradicted']} run(s) have an instance label "
-                    "their machine contradicts (set aside above), the others a label not in the instance "
-                    "catalog. Confirm a label you trust, or label runs with a catalog name, to see costs."
+                    f"No measured configuration has a price: {result['contradicted']} run(s) have a label "
+                    "their machine contradicts (set aside above), the others a label not in the "
+                    "instance catalog. Confirm a label you trust, or label runs with a catalog name, to see "
+                    "costs."
                 )
             else:
                 st.markdown(
-                    "No configuration has a price: their instance labels are not in the instance catalog "
-                    "(the `instances` table). Label runs with a catalog name (the Run page's Instance label, "
-                    "`--instance`) to see costs."
+                    "No measured configuration has a price: their instance labels are not in the instance "
+                    "catalog (the `instances` table). Label runs with a catalog name (the Run page's "
+                    "Instance label, `--instance`) to see costs."
                 )
         else:
             st.markdown(f"### {plain(result['cheapest'])}")
@@ -77,6 +82,11 @@ def verdict(frame: pd.DataFrame) -> None:
                     f" — **{result['saving']:.0%} cheaper** than the next ({plain(result['next_cheapest'])})."
                 )
             st.markdown(text)
+
+
+def _apart(apart: bool | None) -> str:
+    """Said after a ratio of throughputs whose 95% intervals overlap: the ratio alone would rank them."""
+    return ", not told apart: their 95% intervals overlap" if apart is False else ""
 
 
 # One entry a row: two side by side would be cut ("predicte…") in a half-width chart.
@@ -305,6 +315,12 @@ def predictions(everything: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFram
             best = predicted.sort_values("samples_per_s", ascending=False).iloc[0]
             speed = number_text(best["samples_per_s"])
             st.caption(f"Fastest predicted: {plain(best['configuration'])} at {speed} samples/s.")
+            priced = predicted.dropna(subset=["usd_per_million_samples"])
+            if len(priced):
+                cheapest = priced.sort_values("usd_per_million_samples").iloc[0]
+                cost = usd_text(cheapest["usd_per_million_samples"])
+                st.caption(f"Cheapest predicted: {plain(cheapest['configuration'])} at {cost} per million "
+                           "samples (on demand).")  # fmt: skip
             precision(
                 everything.attrs.get("precision_note"), everything.attrs.get("profiles_set_aside") or []
             )

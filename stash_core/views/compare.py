@@ -19,6 +19,7 @@ pytorch`), so every GPU profile of the job anchors them.
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from stash_core.decide.predict.profile_arithmetic import DEFAULT_PRECISION
 from stash_core.errors import UsageError
 from stash_core.results.file import STALL_NAMES
 from stash_core.store import queries_compare
+from stash_core.units import finite_float
 from stash_core.views.common import NO_INSTANCE
 from stash_core.views.run_means import mean_ci95_of, mean_of
 from stash_core.views.stall_frames import stall_long_frame
@@ -303,7 +305,9 @@ def compare_verdict(frame: pd.DataFrame) -> dict[str, Any]:
     """Which configuration is fastest (highest throughput) and which cheapest (lowest cost per sample).
 
     Returns {"fastest", "slowest", "speedup", "cheapest", "next_cheapest", "saving", "priced"}: names and
-    ratios (speedup = fastest / slowest throughput; saving = 1 - cheapest / next cheapest cost).
+    ratios (speedup = fastest / slowest throughput; saving = 1 - cheapest / next cheapest cost), with
+    "runner_up_apart" and "slowest_apart": whether the fastest's throughput differs from theirs beyond the
+    two 95% intervals (None where an interval is unknown).
     """
     contradicted = frame["label_ok"].eq(False) if "label_ok" in frame else pd.Series(False, index=frame.index)
     verdict: dict[str, Any] = {"fastest": None, "cheapest": None, "priced": 0}
@@ -321,6 +325,8 @@ def compare_verdict(frame: pd.DataFrame) -> dict[str, Any]:
         verdict["lead_over_runner_up"] = float(
             ordered.iloc[0]["samples_per_s"] / ordered.iloc[1]["samples_per_s"]
         )
+        verdict["runner_up_apart"] = told_apart(ordered.iloc[0], ordered.iloc[1])
+        verdict["slowest_apart"] = told_apart(ordered.iloc[0], ordered.iloc[-1])
     priced = usable.dropna(subset=["usd_per_million_samples"]).sort_values("usd_per_million_samples")
     verdict["priced"] = len(priced)
     if not priced.empty:
@@ -332,6 +338,19 @@ def compare_verdict(frame: pd.DataFrame) -> dict[str, Any]:
                 1.0 - priced.iloc[0]["usd_per_million_samples"] / priced.iloc[1]["usd_per_million_samples"]
             )
     return verdict
+
+
+def told_apart(first: pd.Series, second: pd.Series) -> bool | None:
+    """Whether two configurations' throughputs differ beyond their 95% intervals (each throughput's relative
+    interval is its iteration time's); None where either interval is unknown."""
+    spreads = []
+    for row in (first, second):
+        ci95_s, iteration_s = finite_float(row.get("iteration_ci95_s")), finite_float(row.get("iteration_s"))
+        if ci95_s is None or not iteration_s:
+            return None
+        spreads.append(float(row["samples_per_s"]) * ci95_s / iteration_s)
+    difference = abs(float(first["samples_per_s"]) - float(second["samples_per_s"]))
+    return bool(difference > math.hypot(*spreads))
 
 
 def stall_rows(frame: pd.DataFrame, predicted_limit: int = PREDICTED_BARS) -> pd.DataFrame:

@@ -39,7 +39,7 @@ def test_predicted_instances_sit_beside_the_measured_ones(populated_db: Path) ->
     assert any("p4d.24xlarge" in name for name in names)  # the job has 2 workers: no 1-GPU instance
     assert not any("g4dn.xlarge" in name for name in names)
     captions = _captions(app)
-    assert "◇ predicted" in captions and "Fastest predicted" in captions
+    assert "◇ predicted" in captions and "Fastest predicted" in captions and "Cheapest predicted" in captions
     fastest = " ".join(m.value for m in app.markdown).split("Fastest")[1].split("Cheapest")[0]
     assert "predicted" not in fastest  # the verdict compares measurements only
 

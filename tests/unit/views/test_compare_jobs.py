@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
+import pandas as pd
 import pytest
 from result_docs import result_doc
 
@@ -276,3 +278,20 @@ def test_a_predicted_row_of_several_gpus_states_its_communications_error_beside_
     predicted = frame[frame["source"] == "predicted"]
     assert len(predicted) and (predicted["comm_error"] > 0).all() and (predicted["expected_error"] > 0).all()
     assert frame.loc[frame["source"] == "measured", "comm_error"].isna().all()
+
+
+def test_the_verdict_says_when_two_throughputs_are_within_their_intervals() -> None:
+    """"1.04x the runner-up" was said of 70.6 ms +- 1.3 against 73.6 ms +- 8.3, and "1.67x the slowest" of a
+    run of 118 ms +- 142: ratios that the runs' own intervals do not tell apart."""
+    frame = pd.DataFrame({
+        "configuration": ["a", "b", "c", "d"], "iteration_s": [0.0706, 0.0736, 0.118, 0.2],
+        "iteration_ci95_s": [0.0013, 0.0083, 0.142, np.nan], "samples_per_iteration": [16] * 4,
+    })  # fmt: skip
+    frame["samples_per_s"] = frame["samples_per_iteration"] / frame["iteration_s"]
+    frame["usd_per_million_samples"] = np.nan
+    verdict = views.compare.compare_verdict(frame.iloc[:3])
+    assert verdict["runner_up_apart"] is False and verdict["slowest_apart"] is False
+    tight = frame.iloc[:3].assign(iteration_ci95_s=[0.0013, 0.0013, 0.002])
+    verdict = views.compare.compare_verdict(tight)
+    assert verdict["runner_up_apart"] is True and verdict["slowest_apart"] is True
+    assert views.compare.compare_verdict(frame)["slowest_apart"] is None  # d's interval is unknown
