@@ -140,13 +140,15 @@ def _kept(uploaded, place) -> Path | None:
 
 def number_field(
     place: Any, label: str, attr: str, first: int | None = None, key: str = "", help: str | None = None
-) -> int:
-    """A whole-number input for spec field `attr`, with its default unless the spec has none (then `first`).
+) -> int | float:
+    """A number input for spec field `attr`, with its default unless the spec has none (then `first`).
     It has no bounds of its own: Streamlit would keep the last value in range while showing the one typed,
-    and start a profile with a value nobody sees. What is typed is checked by the spec's rules on Start
+    and start a profile with a value nobody sees. Nor is it a whole-number input: the browser would read
+    2.5 as 2 and 1e12 as 1. What is typed is checked by the spec's rules on Start
     (views.run_form.profile_args), and the range (number_range) is said in the help."""
     low, high = number_range(attr)
-    value = int(default_of(attr)) if first is None else first
+    value = float(default_of(attr) if first is None else first)
     said = f"{low:,} to {high:,}"
-    return place.number_input(label, value=value, step=1, key=key, persist_state="session",
-                              help=f"{help}; {said}" if help else said)
+    typed = place.number_input(label, value=value, step=1.0, format="%.12g", key=key, persist_state="session",
+                               help=f"{help}; {said}" if help else said)  # fmt: skip
+    return int(typed) if typed is not None and float(typed).is_integer() else typed

@@ -168,17 +168,17 @@ def profile_form(running: list[JobState]) -> None:
         return
     form = RunForm(
         model=model or "",
-        batch_size=int(batch_size),
-        workers=int(workers),
-        nodes=int(nodes),
+        batch_size=batch_size,  # as typed (number_field): 2.5 is refused by the spec's rule, never cut to 2
+        workers=workers,
+        nodes=nodes,
         stalls=list(stalls or []),
         data_source=data_source,
-        synthetic_images=int(synthetic_images),
+        synthetic_images=synthetic_images,
         dataset=dataset,
         input_shape=input_shape,
         find_unused_parameters=bool(find_unused),
         iterations=iterations.strip() or "auto",
-        max_phase_s=float(max_phase_s),
+        max_phase_s=max_phase_s,
         instance=instance,
         where=where,
         hosts=hosts,

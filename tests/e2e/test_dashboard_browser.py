@@ -273,3 +273,37 @@ def test_text_from_a_link_is_shown_as_text_in_a_real_browser(dashboard: tuple[st
     made = box.evaluate("e => [...e.querySelectorAll('a, strong, b, .katex, span[style*=color]')].length")
     assert made == 0, box.inner_html()[:1000]
     no_exception(tab, "Stall breakdown with a hostile ?run=")
+
+
+def test_a_number_typed_on_the_run_page_is_taken_as_typed_in_a_real_browser(
+    dashboard: tuple[str, Path], page
+) -> None:
+    """The page read 2.5 in the batch size as 2 and the browser 1e12 in the time limit as 1, and Start
+    launched a profile with a value nobody typed; now each is refused on Start by its field's rule."""
+    from stash_core.engine import jobs
+
+    base, db = dashboard
+    tab = page
+    tab.goto(f"{base}/run")
+    settle(tab, "Run a profile")
+    try:
+        for label, typed, said in [
+            ("Batch size (per worker)", "2.5", "Batch size must be a whole number"),
+            ("Time limit per phase (s)", "1e12", "Time limit per phase (s): must be at most"),
+        ]:
+            field = tab.get_by_label(label, exact=True)
+            field.fill(typed)
+            field.press("Tab")
+            settle(tab)
+            assert float(field.input_value()) == float(typed)  # as typed, if written out in full
+            tab.get_by_role("button", name=re.compile(r"Start profile$")).click()
+            settle(tab)
+            alerts = tab.locator('[data-testid="stAlert"]')
+            assert alerts.filter(has_text=said).count() == 1, alerts.all_inner_texts()
+            field.fill("300" if "Time" in label else "8")  # a sound value again for the next field
+            field.press("Tab")
+            settle(tab)
+        no_exception(tab, "Run page after odd numbers")
+    finally:  # a profile started by mistake is stopped by its own process ids
+        for job in jobs.list_jobs(db):
+            jobs.cancel_job(db, job.job_id)
