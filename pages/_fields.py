@@ -6,6 +6,15 @@ from typing import Any
 
 import streamlit as st
 
+# A whole-number field as a number input of any value: the browser's whole-number input reads 2.5 as 2 and
+# 1e12 as 1, without a word; so any number is taken (shown unrounded) and a check refuses one not whole.
+WHOLE = {"step": 1.0, "format": "%.12g"}
+
+
+def as_typed(number: float | None) -> int | float | None:
+    """A number of a WHOLE field: an int when whole, else as typed (for its check to refuse)."""
+    return int(number) if number is not None and float(number).is_integer() else number
+
 
 class CheckedNumbers:
     """The page's number fields and what their values break (one list per run of the page)."""
@@ -17,11 +26,21 @@ class CheckedNumbers:
         self, container: Any, label: str, low: float, high: float, value: float, **options: Any
     ) -> Any:
         """`container.number_input` without bounds; a value outside [low, high] is kept as a problem, unless
-        the field is disabled (its value is not used)."""
-        got = container.number_input(label, value=value, **options)
-        if got is not None and not options.get("disabled") and not low <= got <= high:
+        the field is disabled (its value is not used). A field whose default is a whole number takes whole
+        numbers (an int back), but as a number input of any value: the browser's whole-number input reads
+        2.5 as 2 and 1e12 as 1, so 2.5 is a problem here instead."""
+        whole = isinstance(value, int) and not isinstance(value, bool) and "format" not in options
+        if whole:
+            options = {**options, **WHOLE, "step": float(options.get("step", 1))}
+        got = container.number_input(label, value=float(value) if whole else value, **options)
+        if got is None or options.get("disabled"):
+            return got
+        if whole and not float(got).is_integer():
+            self.problems.append(f"{label}: must be a whole number, got {_said(got)}")
+            return got
+        if not low <= got <= high:
             self.problems.append(f"{label}: must be from {_said(low)} to {_said(high)}, got {_said(got)}")
-        return got
+        return as_typed(got) if whole else got
 
     def refused(self) -> bool:
         """Whether a field is out of its bounds, said as the page's error (the first one)."""

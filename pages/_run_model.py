@@ -7,6 +7,7 @@ from typing import Any
 
 import streamlit as st
 
+from pages._fields import WHOLE, as_typed
 from pages._shared import current_db, load
 from stash_core import views
 from stash_core.errors import UsageError
@@ -149,6 +150,6 @@ def number_field(
     low, high = number_range(attr)
     value = float(default_of(attr) if first is None else first)
     said = f"{low:,} to {high:,}"
-    typed = place.number_input(label, value=value, step=1.0, format="%.12g", key=key, persist_state="session",
-                               help=f"{help}; {said}" if help else said)  # fmt: skip
-    return int(typed) if typed is not None and float(typed).is_integer() else typed
+    typed = place.number_input(label, value=value, key=key, persist_state="session",
+                               help=f"{help}; {said}" if help else said, **WHOLE)  # fmt: skip
+    return as_typed(typed)

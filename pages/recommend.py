@@ -4,6 +4,7 @@ measured where profiles exist and predicted (with the expected error) where they
 import pandas as pd
 import streamlit as st
 
+from pages._fields import WHOLE, as_typed
 from pages._pareto import pareto_view
 from pages._shared import (
     chart_with_download,
@@ -59,7 +60,7 @@ def request_form() -> RecommendRequest | None:
         # new one's batch, and a batch typed for this model stays while it is chosen.
         sizes = views.recommend.batch_sizes_of(profiled, model) or [32]
         batch_size = first[0].number_input(
-            "Batch size per worker", value=int(sizes[0]), step=1, key=f"rec-batch-{model}",
+            "Batch size per worker", value=float(sizes[0]), key=f"rec-batch-{model}", **WHOLE,
             persist_state="session"
         )
         proposed = views.recommend.profiled_shape(profiled, model, int(sizes[0])) or defaults.input_shape
@@ -78,7 +79,7 @@ def request_form() -> RecommendRequest | None:
             persist_state="session"
         )
         images = first[4].number_input(
-            defaults.samples_label, value=defaults.epoch_samples, step=1000,
+            defaults.samples_label, value=float(defaults.epoch_samples), step=1000.0, format="%.12g",
             key=f"rec-samples-{defaults.kind}",
             persist_state="session",
         )  # fmt: skip
@@ -115,11 +116,12 @@ def request_form() -> RecommendRequest | None:
             persist_state="session", format="%g"
         )
         max_instances = second[2].number_input(
-            "Most instances of one type", value=4, step=1, key="rec-max-instances",
+            "Most instances of one type", value=4.0, key="rec-max-instances", **WHOLE,
             persist_state="session"
         )
         gpus_used = second[3].number_input(
-            "GPUs used per instance (0 = all)", value=0, step=1, key="rec-workers", persist_state="session",
+            "GPUs used per instance (0 = all)", value=0.0, key="rec-workers", persist_state="session",
+            **WHOLE,
             help="one worker per GPU; instances with fewer GPUs are not evaluated",
         )  # fmt: skip
         spot = second[4].toggle("Spot prices", key="rec-spot", persist_state="session")
@@ -141,17 +143,17 @@ def request_form() -> RecommendRequest | None:
             return None
         st.session_state[request_key()] = RecommendRequest(
             model=model,
-            batch_size=int(batch_size),
+            batch_size=as_typed(batch_size),
             precision=str(precision),
             input_shape=shape,
             epochs=float(epochs),
-            dataset_images=int(images),
+            dataset_images=as_typed(images),
             budget_hours=float(budget) if budget != 0 else None,  # a negative one is refused, named
             max_usd=float(max_usd) if max_usd != 0 else None,
             spot=bool(spot),
             instances=tuple(chosen) or None,
-            max_instances=int(max_instances),
-            workers_per_instance=int(gpus_used) if gpus_used != 0 else None,  # a negative one: refused, named
+            max_instances=as_typed(max_instances),
+            workers_per_instance=as_typed(gpus_used) if gpus_used != 0 else None,  # a negative one: refused
             memory_format=str(memory_format) if kind != "tokens" else "nchw",
             optimizer=None if optimizer == "model default" else str(optimizer),
             optimizer_impl=str(optimizer_impl),
@@ -334,11 +336,11 @@ WORDS = {
     "change it with `stash instances set`": "change its row instead",
     "(give --interconnect ": "(set its interconnect in the Links columns to ",
     "(listed with --all)": "(in the download of all configurations)",
-    "batch_size: must": "Batch size per worker: must",  # the API's argument names as the form's fields
-    "dataset_images: must": "the samples in one epoch: must", "budget_hours: must": "Time budget: must",
-    "epochs: must": "Epochs: must", "max_usd: must": "Cost limit: must",
-    "max_instances: must": "Most instances of one type: must",
-    "workers_per_instance: must": "GPUs used per instance: must",
+    "batch_size: ": "Batch size per worker: ",  # the API's argument names as the form's fields
+    "dataset_images: ": "the samples in one epoch: ", "budget_hours: ": "Time budget: ",
+    "epochs: ": "Epochs: ", "max_usd: ": "Cost limit: ",
+    "max_instances: ": "Most instances of one type: ",
+    "workers_per_instance: ": "GPUs used per instance: ",
     "--optimizer-impl": "Optimizer implementation", "--optimizer": "Optimizer",  # the job's habits' fields
     "--memory-format": "Memory format", "--attention": "Attention",
     "give budget_hours (a time budget), max_usd (a cost limit) or both":

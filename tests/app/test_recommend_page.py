@@ -293,6 +293,19 @@ def test_a_value_beyond_a_limit_is_named_by_the_forms_field(populated, monkeypat
     assert "Batch size per worker\\: must be at most" in errors and "batch\\_size" not in errors
 
 
+@pytest.mark.parametrize(("key", "field"), [("rec-batch-resnet50", "Batch size per worker"),
+                                            ("rec-max-instances", "Most instances of one type"),
+                                            ("rec-workers", "GPUs used per instance")])  # fmt: skip
+def test_a_fraction_in_a_whole_number_field_is_named_not_cut(populated, monkeypatch, key, field):
+    """The browser's whole-number inputs read 2.5 as 2 without a word; the fields take any number now, and
+    the request names the one that is not whole."""
+    app = _page(populated, monkeypatch)
+    app.number_input(key=key).set_value(2.5)
+    app = _submit(app, 24.0)
+    errors = " ".join(error.value for error in app.error)
+    assert f"{field}\\: expected a whole number" in errors, errors
+
+
 def test_a_bad_input_shape_shows_its_error_alone(populated, monkeypatch):
     """A batch over its limit, then a good batch with a bad input shape: the page showed the input shape's
     error beside the earlier job's batch error, for a value no longer in its field."""

@@ -147,6 +147,8 @@ def test_the_link_fields_take_what_the_simulator_takes(tmp_path, monkeypatch):
         ("sched-node-gbps", MAX_GBPS * 2, f"Node uplink (Gbit/s): must be from 0 to {int(MAX_GBPS):,}, got"),
         ("sched-reference", MIN_GBPS / 2, f"Slowdowns read at (Gbit/s): must be from {MIN_GBPS:g}"),
         ("sched-jobs", 900_000, "Synthetic jobs: must be from 1 to 20,000, got 900,000"),
+        # the browser's whole-number input read 2.5 as 2 without a word
+        ("sched-gpus", 2.5, "GPUs per node: must be a whole number, got 2.5"),
     ):
         app = _page(tmp_path / "r.duckdb", monkeypatch)
         app.number_input(key=key).set_value(value)
