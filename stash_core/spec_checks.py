@@ -314,7 +314,7 @@ def check_label(label: str | None) -> None:
     takes any label a catalog name can be)."""
     if label is not None and not _LABEL_RE.fullmatch(label):
         message = f"--instance {label!r}: letters, digits and . _ - @ + only, not starting with -"
-        raise FieldError(message, "instance", label)
+        raise FieldError(message, "instance", label, "characters")
 
 
 def _arguments_typed_in(script: str) -> str:

@@ -34,11 +34,10 @@ FIELD_MESSAGES = {
     "stalls/unknown": "Stalls: unknown {value}",
     "synthetic_images": "Synthetic images must be a whole number of at least 1",
     "dataset/missing": "Data set: no folder {value}",
-    "input_shape": "Input shape: give C,H,W for images (e.g. 3,64,64) or a sequence length (e.g. 128)",
     "num_classes": "Classes must be a whole number of at least 1",
     "iterations": "Iterations: 'auto' or a whole number of at least 2",
     "max_phase_s": "Time limit per phase must be positive",
-    "instance": "Instance label: letters, digits and . _ - @ + only, not starting with -",
+    "instance/characters": "Instance label: letters, digits and . _ - @ + only, not starting with -",
     "hosts": "Remote hosts: {quoted} is not a host name (user@host[:port])",
     "hosts/count": "Remote hosts: {value} host(s) for {nodes} node(s); give one host per node",
     "ssh_user": "SSH user: {quoted} is not a user name",
@@ -54,6 +53,9 @@ FIELD_LABELS = {
     "synthetic_images": "Synthetic images", "num_classes": "Classes", "iterations": "Iterations",
     "max_phase_s": "Time limit per phase (s)",
 }  # fmt: skip
+# The command's own reason, under the field's name, for the checks the form does not word itself (a label
+# that is taken, a shape too large): the flag the message starts with, and the field it is.
+FLAG_FIELDS = {"--instance": "Instance label", "--input-shape": "Input shape", "--script": "Script"}
 
 
 # The form's first values where the spec has no default: a profile names its batch size, and generates a
@@ -240,12 +242,11 @@ def form_message(error: FieldError, form: RunForm) -> str:
     """The form's wording of a spec error (the command's message for the checks the form does not word)."""
     template = FIELD_MESSAGES.get(f"{error.attr}/{error.rule}" if error.rule else error.attr)
     text = str(error)
-    if template is None and text.startswith("--script "):  # the command's flag, as the form names it
-        return f"Script: {text.removeprefix('--script ')}"
     if "at most" in text and error.attr in FIELD_LABELS:  # too large: the command's limit, the field's name
         return f"{FIELD_LABELS[error.attr]}: {text.split(' ', 1)[1]}" if text.startswith("--") else text
     if template is None:
-        return text
+        flag = text.split(" ", 1)[0].rstrip(":")
+        return f"{FLAG_FIELDS[flag]}: {text.removeprefix(flag).lstrip(': ')}" if flag in FLAG_FIELDS else text
     value = error.value
     return template.format(value=clipped(value), quoted=clipped(value, quoted=True), nodes=form.nodes)
 

@@ -100,8 +100,12 @@ def test_the_forms_numbers_are_bounded_by_the_spec() -> None:
         ({"synthetic_images": 0}, "Synthetic images must be a whole number of at least 1"),
         ({"data_source": "dataset", "dataset": " "}, "Data set: give the folder of the data set"),
         ({"data_source": "tape"}, "unknown data source 'tape'"),
-        ({"input_shape": "0,64"}, "Input shape: give C,H,W"),
+        ({"input_shape": "0,64"}, "Input shape: must be positive integers like 3,224,224"),
         ({"input_shape": "(3, 64, 64)"}, "Input shape: give C,H,W"),
+        # the command's own reason under the field's name ("give C,H,W" and "letters, digits" before)
+        ({"input_shape": "3,100000,100000"}, "Input shape: must be .* at most 4 and 268,435,456 elements"),
+        ({"instance": "all"}, "Instance label: 'all' is taken"),
+        ({"instance": "a b"}, "Instance label: letters, digits and"),
         ({"num_classes": 0}, "Classes must be a whole number of at least 1"),
         ({"max_phase_s": 0.0}, "Time limit per phase must be positive"),
         # beyond a limit: the limit, under the field's name ("must be positive" and "--batch-size" before)
