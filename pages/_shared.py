@@ -93,11 +93,10 @@ def database_setting() -> Path | None:
             return None
         if path.exists():
             st.caption(f":material/database: {plain(path.name)} · {units.size_words(path.stat().st_size)}")
-        elif not os.access(path.parent, os.W_OK | os.X_OK):  # a folder missing, or not this user's to write
-            st.warning(f"{plain(path)} cannot be created: its folder is missing or not writable")
-        else:
-            name = plain(path.name)
-            st.caption(f":material/database: {name} · not created yet (the first run creates it)")
+        elif why := views.common.uncreatable_because(path):  # a file in its path, or a folder not ours
+            st.warning(f"{plain(path)} cannot be created: {plain(why)}")
+        else:  # the first write makes it, and any folder it lacks
+            st.caption(f":material/database: {plain(path.name)} · not created yet (the first run creates it)")
     st.session_state["stash_db_path"] = str(path)
     _keep_in_address(st.session_state[DB_SETTING_KEY])
     return path

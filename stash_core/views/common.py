@@ -88,6 +88,19 @@ def _escape_line_start(match: re.Match[str]) -> str:
     return f"{indent}{marker}\\" if marker[0].isdigit() else f"{indent}\\{marker}"
 
 
+def uncreatable_because(path: Path) -> str | None:
+    """Why a database file that does not exist could not be created by the first write, None where it can:
+    a writer makes the missing folders, so what matters is the nearest folder that exists."""
+    folder = path.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        return f"{folder} is a file, not a folder"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"the folder {folder} is not writable"
+    return None
+
+
 def resolve_db_path(text: str | os.PathLike | None) -> Path:
     """The database file a setting names (pathargs.default_db when it names none); `~` expanded, made
     absolute."""

@@ -420,12 +420,18 @@ def test_another_programs_database_is_refused_in_the_dashboards_words(
 def test_a_database_path_that_cannot_be_made_says_so_in_the_sidebar(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A file under a missing folder was "not created yet (the first run creates it)", and every write
-    failed later."""
-    monkeypatch.setenv("STASH_DB", str(tmp_path / "no-such-folder" / "x.duckdb"))
-    app = open_page("Overview")
+    """A file under missing folders was said not to be creatable, though the first write makes them; one in
+    a folder not this user's to write was said to be creatable."""
+    monkeypatch.setenv("STASH_DB", str(tmp_path / "no-such-folder" / "deeper" / "x.duckdb"))
+    with monkeypatch.context() as patched:
+        patched.setattr(os, "access", lambda path, mode: False)  # as root, every folder is writable
+        app = open_page("Overview")
     assert not app.exception
-    assert any("cannot be created: its folder is missing" in shown(w.value) for w in app.sidebar.warning)
+    assert any(f"cannot be created: the folder {tmp_path} is not writable" in shown(w.value)
+               for w in app.sidebar.warning), [w.value for w in app.sidebar.warning]  # fmt: skip
+    app = open_page("Overview")
+    assert not app.sidebar.warning
+    assert any("not created yet (the first run creates it)" in c.value for c in app.sidebar.caption)
 
 
 def test_the_app_holds_no_connection_while_stash_ingest_writes(populated_db: Path, tmp_path: Path) -> None:
