@@ -36,6 +36,7 @@ from stash_core.views.common import STALL_LABELS, in_page_words, plain, processe
 from stash_core.views.run_form import (
     FIRST_BATCH_SIZE,
     FIRST_SYNTHETIC_IMAGES,
+    RUN_PAGE_WORDS,
     RunForm,
     default_stalls,
 )
@@ -258,7 +259,7 @@ def job_view(state: JobState) -> None:
         return
     if state.run_id and not state.stored:  # measured, but the database could not take it
         missing = state.error or "The run is not in the database (--no-store)."
-        st.error(plain(in_page_words(missing, None)), icon=":material/error:")
+        st.error(plain(in_page_words(missing, RUN_PAGE_WORDS)), icon=":material/error:")
         if state.result_file:
             st.caption(f"It is kept in its result file {plain(state.result_file)}: `stash ingest` stores it.")
         return
@@ -287,11 +288,13 @@ def job_view(state: JobState) -> None:
                 )
         warned = (load(views.breakdown.run_detail, state.run_id) or {}).get("warnings") or []
         if warned:  # what the breakdown's figures need beside them (a stall not resolved, other load)
-            lines = "\n".join(f"- {plain(in_page_words(str(line), None))}" for line in warned)
+            lines = "\n".join(f"- {plain(in_page_words(str(line), RUN_PAGE_WORDS))}" for line in warned)
             st.warning(f"{len(warned)} warning(s):\n{lines}", icon=":material/report:")
+            if elsewhere := views.run_form.options_not_on_the_page([str(line) for line in warned]):
+                st.caption(plain(elsewhere))
         run_link(state.run_id)
         return
-    said = plain(in_page_words(state.error, None)) if state.error else "The run failed."
+    said = plain(in_page_words(state.error, RUN_PAGE_WORDS)) if state.error else "The run failed."
     st.error(said, icon=":material/error:")
     if state.run_id:
         st.caption(

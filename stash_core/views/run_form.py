@@ -53,6 +53,26 @@ FIELD_LABELS = {
     "synthetic_images": "Synthetic images", "num_classes": "Classes", "iterations": "Iterations",
     "max_phase_s": "Time limit per phase (s)",
 }  # fmt: skip
+# A finished or failed profile's words on the Run page: `stash profile`'s options as the form's fields, the
+# longest first (views.common.in_page_words); those it has no field for are named by RUN_PAGE_LACKS.
+RUN_PAGE_WORDS = {
+    "--max-phase-seconds": "Time limit per phase (s)", "--iterations N": "Iterations per phase",
+    "--iterations": "Iterations per phase", "--workers": "Workers per machine", "--nodes": "Machines (nodes)",
+    "--batch-size": "Batch size (per worker)", "--synthetic-images": "Number of images",
+    "--input-shape": "Input shape",
+}  # fmt: skip
+RUN_PAGE_LACKS = ("--launches", "--target-ci", "--max-iterations")
+
+
+def options_not_on_the_page(lines: list[str]) -> str | None:
+    """Said under messages that name options the Run page has no field for: how to set them."""
+    named = [flag for flag in RUN_PAGE_LACKS if any(flag in line for line in lines)]
+    if not named:
+        return None
+    return (f"{', '.join(named)}: options of `stash profile` that this page leaves at their defaults; run "
+            "the command to set them")  # fmt: skip
+
+
 # The command's own reason, under the field's name, for the checks the form does not word itself (a label
 # that is taken, a shape too large): the flag the message starts with, and the field it is.
 FLAG_FIELDS = {"--instance": "Instance label", "--input-shape": "Input shape", "--script": "Script"}

@@ -189,3 +189,23 @@ def test_a_zoo_models_input_of_the_other_kind_is_refused_in_the_form_before_any_
         profile_args(form(input_shape="3,32"))
     with pytest.raises(UsageError, match=r"^Input shape: bert_tiny takes token ids"):
         profile_args(form(model="bert_tiny", input_shape="3,32,32", stalls=["compute", "interconnect"]))
+
+
+def test_a_profiles_messages_name_the_run_pages_fields_and_say_where_the_others_are() -> None:
+    """The Run page advised --launches and --iterations N, and said '--workers 500: ...', to a user whose form
+    has no flags: the fields it has are named as the form names them, the others said to be the command's."""
+    from stash_core.views.common import in_page_words
+    from stash_core.views.run_form import RUN_PAGE_WORDS, options_not_on_the_page
+
+    said = "more iterations per run (--iterations N, or a smaller --target-ci); a larger --max-phase-seconds"
+    assert in_page_words(said, RUN_PAGE_WORDS) == (
+        "more iterations per run (Iterations per phase, or a smaller --target-ci); a larger Time limit per "
+        "phase (s)"
+    )
+    assert in_page_words("--workers 500: too many", RUN_PAGE_WORDS) == "Workers per machine 500: too many"
+    assert in_page_words("stopped at --max-iterations", RUN_PAGE_WORDS) == "stopped at --max-iterations"
+    assert options_not_on_the_page([said, "fewer --launches"]) == (
+        "--launches, --target-ci: options of `stash profile` that this page leaves at their defaults; run "
+        "the command to set them"
+    )
+    assert options_not_on_the_page(["a stall not resolved"]) is None
