@@ -14,9 +14,11 @@ the launch loops raise `Cancelled`, a Stopped too, where they next check (`check
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 # SIGHUP does not exist on Windows.
 STOP_SIGNALS = tuple(getattr(signal, n) for n in ("SIGINT", "SIGTERM", "SIGHUP") if hasattr(signal, n))
@@ -91,8 +93,18 @@ def exit_status(interrupt: BaseException) -> int:
 
 
 def reason(interrupt: BaseException) -> str:
-    """How a result document words the interrupt: 'interrupted by the user' or 'terminated (SIGTERM)'."""
-    return str(interrupt) if isinstance(interrupt, Stopped) else "interrupted by the user"
+    """How a result document words the interrupt: 'interrupted by the user' or 'terminated (SIGTERM)', and
+    'cancelled by the user' for a dashboard job its Run page cancelled (it marks the job's folder, then
+    sends SIGTERM: engine/jobs.cancel_job)."""
+    if not isinstance(interrupt, Stopped):
+        return "interrupted by the user"
+    return "cancelled by the user" if _cancelled_job() else str(interrupt)
+
+
+def _cancelled_job() -> bool:
+    """Whether this process runs a dashboard job (STASH_JOB_RC: a file of its folder) that was cancelled."""
+    rc_file = os.environ.get("STASH_JOB_RC")
+    return bool(rc_file) and (Path(rc_file).parent / "cancelled").is_file()
 
 
 @contextlib.contextmanager

@@ -14,6 +14,7 @@ import psutil
 import pytest
 from support import REPO, SMALL
 
+from stash_core import interrupts
 from stash_core.errors import UsageError
 from stash_core.interrupts import held_interrupts
 from stash_core.measure.protocol import WORKER_NAME
@@ -191,3 +192,16 @@ def test_sigterm_during_r1_saves_an_interrupted_run_and_leaves_no_processes(tmp_
         ("R0", "completed"),
         ("R1", "interrupted"),
     ]
+
+
+def test_a_dashboard_job_its_run_page_cancelled_is_said_cancelled_not_terminated(tmp_path, monkeypatch):
+    """A profile cancelled on the Run page was stored, and listed on the Overview, as 'terminated
+    (SIGTERM)'."""
+    monkeypatch.setenv("STASH_JOB_RC", str(tmp_path / "rc"))
+    stopped = interrupts.Stopped(signal.SIGTERM)
+    assert interrupts.reason(stopped) == "terminated (SIGTERM)"  # a signal from elsewhere
+    (tmp_path / "cancelled").write_text("2026-12-06T00:00:00+00:00\n")  # as engine/jobs.cancel_job marks it
+    assert interrupts.reason(stopped) == "cancelled by the user"
+    assert interrupts.reason(KeyboardInterrupt()) == "interrupted by the user"
+    monkeypatch.delenv("STASH_JOB_RC")
+    assert interrupts.reason(stopped) == "terminated (SIGTERM)"
