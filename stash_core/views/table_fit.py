@@ -57,8 +57,11 @@ def fitted_widths(
         return {}, False
     text = {column: widths[column] for column in frame if _narrowable(frame[column])}
     room = budget_px - sum(width for column, width in widths.items() if column not in text)
-    for least in (MIN_TEXT_PX, NARROWEST_TEXT_PX):  # as narrow as a heading allows, if it must be
-        floors = {column: max(least, heading_width(named[column], heading_extra_px)) for column in text}
+    for least, words in ((MIN_TEXT_PX, True), (NARROWEST_TEXT_PX, False)):  # as narrow as headings allow
+        # first as wide as the longest word too (up to WORD_FLOOR_PX): "leave-one-mo del-out" read as two
+        floors = {column: max(least, heading_width(named[column], heading_extra_px),
+                              _longest_word_px(frame[column]) if words else 0)
+                  for column in text}  # fmt: skip
         cap = _level(list(text.values()), room, list(floors.values()))
         fitted = {column: min(width, max(cap, floors[column])) for column, width in text.items()}
         if text and sum(fitted.values()) <= room:
@@ -69,6 +72,16 @@ def fitted_widths(
     cap = _level(list(widths.values()), budget_px, list(floors.values()))
     narrowed = {column: max(floors[column], min(width, cap)) for column, width in widths.items()}
     return narrowed, any(text[column] > cap for column in text)
+
+
+WORD_FLOOR_PX = 160  # a longer word (a path, an id) may be broken rather than widen its column further
+
+
+def _longest_word_px(series: pd.Series) -> int:
+    """The width of a text column's longest word (of the first rows), up to WORD_FLOOR_PX."""
+    longest = max((len(word) for value in series.head(SAMPLE_ROWS) for word in _cell_text(value).split()),
+                  default=0)  # fmt: skip
+    return min(int(longest * CHAR_PX * WIDE_TEXT + PAD_PX), WORD_FLOOR_PX)
 
 
 def _cells_width(frame: pd.DataFrame, column: Any) -> int:
@@ -83,10 +96,27 @@ def wrapped_row_px(frame: pd.DataFrame, widths: Mapping[Any, int]) -> int:
     lines = WRAP_LINES
     for column, width in widths.items():
         if column in frame and _is_text(frame[column]):
-            room_px = max(width - PAD_PX, CHAR_PX)
-            longest = max((len(_cell_text(value)) for value in frame[column].head(SAMPLE_ROWS)), default=0)
-            lines = max(lines, math.ceil(longest * CHAR_PX * 1.15 / room_px))  # words wrap before the edge
+            room_chars = max(int((width - PAD_PX) / (CHAR_PX * WIDE_TEXT)), 1)
+            cells = frame[column].head(SAMPLE_ROWS)
+            lines = max(lines, *(wrapped_lines(_cell_text(value), room_chars) for value in cells))
     return min(lines, MOST_WRAP_LINES) * LINE_PX + ROW_PAD_PX
+
+
+WIDE_TEXT = 1.05  # a line of words is wider than its characters' average (capitals, digits)
+
+
+def wrapped_lines(text: str, room_chars: int) -> int:
+    """The lines `text` takes wrapped at word boundaries in lines of `room_chars` characters (a word longer
+    than a line is broken, as the grid breaks it): a word that does not fit moves the line's end forward."""
+    lines, used = 1, 0
+    for word in text.split():
+        if used and used + 1 + len(word) > room_chars:
+            lines, used = lines + 1, 0
+        if used:
+            used += 1
+        lines += max(len(word) - 1, 0) // room_chars  # a word wider than a line takes more of them
+        used += len(word) % room_chars or room_chars if len(word) > room_chars else len(word)
+    return lines
 
 
 def table_height_px(rows: int, row_px: int) -> int:

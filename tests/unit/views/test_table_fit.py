@@ -73,3 +73,17 @@ def test_a_table_of_tall_rows_is_tall_enough_for_ten_of_them() -> None:
     """Streamlit's "auto" height is ten rows of its own height: six rows of 66 px showed five and a half."""
     assert table_height_px(6, 66) >= 36 + 6 * 66
     assert table_height_px(50, 66) == table_height_px(10, 66)
+
+
+def test_wrapped_lines_are_counted_by_words_and_a_column_keeps_its_longest_word_whole() -> None:
+    """The Models page cut a status after its eighth estimated line ("... 44.6 MiB; the") and broke
+    "leave-one-model-out" in two: lines were estimated from the characters alone, and columns narrowed
+    below their longest word."""
+    from stash_core.views.table_fit import wrapped_lines
+
+    assert wrapped_lines("aaa bbb ccc", 7) == 2 and wrapped_lines("aaa bbb ccc", 6) == 3
+    assert wrapped_lines("abcdefghij", 4) == 3 and wrapped_lines("ab abcdefghij x", 4) == 4
+    status = "measured inside the profiled range " * 6 + "leave-one-model-out"
+    frame = pd.DataFrame({f"note_{index}": [status] for index in range(4)})
+    widths, wrap = fitted_widths(frame, {})
+    assert wrap and all(width >= len("leave-one-model-out") * 6.2 for width in widths.values())
