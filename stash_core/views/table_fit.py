@@ -22,6 +22,8 @@ NARROWEST_TEXT_PX = 50  # ... unless the table has too many text columns for tha
 EDITOR_ICON_PX = 22  # an editable table's headings start with an icon
 WRAP_LINES = 3  # lines a wrapped row holds at least (pages/_shared.WRAPPED_ROW_HEIGHT_PX)
 MOST_WRAP_LINES = 8  # ... and at most: a longer cell is cut (its whole text is in the cell's tooltip)
+MOST_FEW_ROWS_LINES = 16  # ... or up to this in a table of few rows, TABLE_LINES lines in all
+TABLE_LINES = 32
 LINE_PX = 20  # a wrapped line of the grid's font
 ROW_PAD_PX = 6
 HEADER_PX = 36  # the grid's heading row
@@ -99,7 +101,9 @@ def wrapped_row_px(frame: pd.DataFrame, widths: Mapping[Any, int]) -> int:
             room_chars = max(int((width - PAD_PX) / (CHAR_PX * WIDE_TEXT)), 1)
             cells = frame[column].head(SAMPLE_ROWS)
             lines = max(lines, *(wrapped_lines(_cell_text(value), room_chars) for value in cells))
-    return min(lines, MOST_WRAP_LINES) * LINE_PX + ROW_PAD_PX
+    # a table of few rows may take taller ones: its note is then read whole, not in its tooltip
+    most = min(max(TABLE_LINES // max(len(frame), 1), MOST_WRAP_LINES), MOST_FEW_ROWS_LINES)
+    return min(lines, most) * LINE_PX + ROW_PAD_PX
 
 
 WIDE_TEXT = 1.05  # a line of words is wider than its characters' average (capitals, digits)

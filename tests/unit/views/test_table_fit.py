@@ -7,6 +7,7 @@ import pandas as pd
 
 from stash_core.views.table_fit import (
     LINE_PX,
+    MOST_FEW_ROWS_LINES,
     MOST_WRAP_LINES,
     TABLE_BUDGET_PX,
     fitted_widths,
@@ -65,8 +66,10 @@ def test_a_row_is_as_tall_as_its_longest_wrapped_cell_within_bounds() -> None:
     note = "iteration time minus the named stalls: disk -0.0136 s (within the noise, reported as 0) " * 2
     tall = wrapped_row_px(pd.DataFrame({"note": [note]}), {"note": 200})
     assert 5 * LINE_PX < tall <= MOST_WRAP_LINES * LINE_PX + 6
-    huge = wrapped_row_px(pd.DataFrame({"note": [note * 20]}), {"note": 200})
+    huge = wrapped_row_px(pd.DataFrame({"note": [note * 20] * 10}), {"note": 200})
     assert huge == MOST_WRAP_LINES * LINE_PX + 6  # beyond it the cell's tooltip holds the rest
+    alone = wrapped_row_px(pd.DataFrame({"note": [note * 20]}), {"note": 200})
+    assert alone == MOST_FEW_ROWS_LINES * LINE_PX + 6  # one row may be taller: read whole on the page
 
 
 def test_a_table_of_tall_rows_is_tall_enough_for_ten_of_them() -> None:
