@@ -39,7 +39,11 @@ def pct(value) -> str:
 
 def stall_chart(points: pd.DataFrame, lines: pd.DataFrame, feature: str) -> alt.LayerChart:
     title = FEATURE_LABELS[feature]
-    x = alt.X(f"{feature}:Q", title=title, axis=alt.Axis(format="~s"))
+    if feature == "grad_bytes":  # in MiB, as the page says gradient sizes ("~s" wrote 22M for 22 MB)
+        points = points.assign(grad_mib=points["grad_bytes"] / 2**20)
+        lines = lines.assign(grad_mib=lines["grad_bytes"] / 2**20) if "grad_bytes" in lines else lines
+        feature, title = "grad_mib", "Gradients (MiB)"
+    x = alt.X(f"{feature}:Q", title=title, axis=alt.Axis(format="~s" if feature != "grad_mib" else "~g"))
     measured = (
         alt.Chart(points)
         .mark_circle(size=80, color="#4C78A8")
@@ -50,7 +54,7 @@ def stall_chart(points: pd.DataFrame, lines: pd.DataFrame, feature: str) -> alt.
                 alt.Tooltip("model:N"),
                 alt.Tooltip("measured_ms:Q", title="measured (ms)", format=".2f"),
                 alt.Tooltip("heldout_ms:Q", title="held-out prediction (ms)", format=".2f"),
-                alt.Tooltip(f"{feature}:Q", title=title, format=","),
+                alt.Tooltip(f"{feature}:Q", title=title, format=",.6~g"),
                 alt.Tooltip("run_id:N"),
             ],
         )
