@@ -305,8 +305,9 @@ def predictions(everything: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFram
         key="cmp-predicted",
         persist_state="session",
         help="Predicted from the model's FLOPs and bytes and the instance's accelerator and links; "
-        '± the expected error held out by source and by GPU ("unvalidated" where no figure was held out). '
-        "A measurement always wins.",
+        "± the step's expected error held out by source and by GPU, compute's and communication's added "
+        '(`stash predict` lists the two apart; "unvalidated" where no figure was held out). A measurement '
+        "always wins.",
     )
     note = everything.attrs.get("prediction_note")
     if show and note:
