@@ -139,13 +139,10 @@ def profile_form(running: list[JobState]) -> None:
                                    persist_state="session")
         cols = st.columns(2)
         instance = cols[0].text_input(
-            "Instance label",
-            max_chars=MAX_NAME_CHARS,
-            placeholder="e.g. p3.8xlarge or my-laptop",
-            key="run-instance",
-            persist_state="session",
+            "Instance label", max_chars=MAX_NAME_CHARS, placeholder="e.g. p3.8xlarge or my-laptop",
+            key="run-instance", persist_state="session",
             help="Name runs after the instance type to compare instances and costs",
-        )
+        )  # fmt: skip
         where = cols[1].radio("Where", list(PLACES), format_func=PLACES.get, horizontal=True, key="run-where",
                               persist_state="session")
         hosts = ssh_user = ssh_key = ""
@@ -158,14 +155,14 @@ def profile_form(running: list[JobState]) -> None:
             ssh_key = cols[2].text_input("SSH key file", placeholder="~/.ssh/id_ed25519", key="run-ssh-key",
                                          persist_state="session")
         elif where == "cluster":
-            st.caption(
-                "Runs across the emulated cluster made with `sudo stash cluster up` (network namespaces)."
-            )
+            st.caption("Runs across the emulated cluster made with `sudo stash cluster up` (namespaces).")
         busy = busy_notice(running)
         start = st.button(
             "Start profile", type="primary", disabled=busy, icon=":material/play_arrow:", key="run-start"
         )
-    if not start:
+    if not start:  # a refusal moved here from under another job's view (below)
+        if refused := st.session_state.pop("run-refused", None):
+            st.error(plain(refused), icon=":material/error:")
         return
     form = RunForm(
         model=model or "",
@@ -190,7 +187,10 @@ def profile_form(running: list[JobState]) -> None:
     )
     try:
         args = views.run_form.profile_args(form, base_dir=Path.cwd())
-    except UsageError as exc:
+    except UsageError as exc:  # said alone: not under the view of the job shown above, a failure of its own
+        if st.query_params.get("job"):
+            st.session_state["run-refused"], _ = str(exc), st.query_params.pop("job")
+            st.rerun()
         st.error(plain(exc), icon=":material/error:")
         return
     what = f"script {Path(form.script).name}" if form.use_script else views.breakdown.short_model(form.model)

@@ -212,3 +212,23 @@ def test_a_finished_run_shows_its_warnings_beside_its_breakdown(empty_db, monkey
     assert not app.exception
     boxes = [shown(box.value) for box in app.warning]
     assert any(box.startswith("1 warning(s):") and "± 140% after 3 rounds" in box for box in boxes), boxes
+
+
+def test_a_form_refused_under_a_failed_jobs_view_is_said_alone(empty_db, monkeypatch, started):
+    """A failed job shown by ?job= kept its "--workers 500" failure at the top while the batch size the user
+    had just typed was refused at the bottom: two errors, one of them stale."""
+    from stash_core.engine.job_state import JobState
+
+    failed = JobState("job7", empty_db.parent, [], None, None, "failed", 1, error="--workers 500: too many")
+    monkeypatch.setattr(jobs, "read_job", lambda db, job_id: failed)
+    monkeypatch.setattr(jobs, "list_jobs", lambda db, limit=8: [failed])
+    app = AppTest.from_file(str(PAGE), default_timeout=90)
+    app.session_state["stash_db_path"] = str(empty_db)
+    app.query_params["job"] = "job7"
+    app.run()
+    assert "Workers per machine 500: too many" in " ".join(shown(box.value) for box in app.error)
+    app.number_input(key="run-batch").set_value(0)
+    _start(app)
+    errors = [shown(box.value) for box in app.error]
+    assert errors == ["Batch size must be a whole number of at least 1"], errors
+    assert not app.query_params.get("job") and started == []
