@@ -229,17 +229,25 @@ def runs_table(table: pd.DataFrame, measure: str) -> tuple[pd.DataFrame, dict]:
                                                                 strict=True)]  # fmt: skip
     # a run whose breakdown cannot be read as stalls ends its label with "impossible" (FIGURES_HELP says why)
     config: dict = {"run": st.column_config.TextColumn("run", pinned=True, help=FIGURES_HELP)}
-    number = st.column_config.NumberColumn
     for part in (*STALL_LABELS, "unattributed"):
         column = f"{part}{suffix}"
         if column not in table.columns and measure == "epoch_s" and f"{part}_s" in table.columns:
             table = table.assign(**{column: table[f"{part}_s"] * table["epoch_s"] / table["iteration_s"]})
         if column not in table.columns or table[column].isna().all():
             continue
-        label = f"{SHORT_LABELS.get(part, PART_LABELS.get(part, part))} ({unit})"
-        shown[column] = table[column]
-        config[column] = number(label, format="percent" if unit == "%" else "%.4f")
+        label = f"{SHORT_LABELS.get(part, PART_LABELS.get(part, part))}"
+        # with its spread, as the iteration's: a bare 0.0123 read as sure as the iteration beside it
+        spread = table.get(f"{part}_ci95_s", pd.Series(float("nan"), index=table.index))
+        if measure == "share":
+            shown[column] = [share_text(v) + (f" ± {share_text(c / t)}" if c == c and t else "") for v, c, t
+                             in zip(table[column], spread, table["iteration_s"], strict=True)]  # fmt: skip
+        else:
+            per = table["epoch_s"] / table["iteration_s"] if measure == "epoch_s" else 1.0
+            shown[column] = [seconds_text(v, c) for v, c in zip(table[column], spread * per, strict=True)]
+        config[column] = st.column_config.TextColumn(label)
     if table["not_resolved"].astype(bool).any():  # a figure of 0.0000 may be a stall within the noise
         shown["not_resolved"] = table["not_resolved"]
-        config["not_resolved"] = st.column_config.TextColumn("Not resolved (may be 0)")
+        config["not_resolved"] = st.column_config.TextColumn(
+            "Not resolved", help="stalls whose figure may be 0: within the noise, or its interval wider"
+        )
     return shown, config

@@ -199,6 +199,8 @@ def breakdown_table(breakdown: pd.DataFrame) -> pd.DataFrame:
     for stall in STALL_NAMES:
         if f"{stall}_s" in breakdown.columns:
             table[f"{stall}_s"] = breakdown[f"{stall}_s"]
+            if f"{stall}_ci95_s" in breakdown.columns:
+                table[f"{stall}_ci95_s"] = breakdown[f"{stall}_ci95_s"]
             table[f"{stall}_share"] = breakdown[f"{stall}_share"]
     if "iteration_s" in breakdown.columns:
         remainders = with_remainder_columns(breakdown)

@@ -71,6 +71,15 @@ def test_the_table_of_runs_names_the_stalls_not_resolved() -> None:
         assert "Not resolved" in str(config["not_resolved"])
 
 
+def test_the_table_of_runs_gives_each_stall_its_spread_as_the_iteration_has_it() -> None:
+    """The iteration read "205 ms ± 4 ms" beside stalls of bare seconds to four decimals, as sure as it."""
+    table = views.breakdown.breakdown_table(pd.DataFrame([RESOLVED, NOISY]))
+    shown, _ = _stalls.runs_table(table, "seconds")
+    assert list(shown["cpu_s"]) == ["50 ms ± 1 ms", "2 ms ± 10 ms"], list(shown["cpu_s"])
+    shares, _ = _stalls.runs_table(table, "share")
+    assert " ± " in shares["compute_share"].iloc[0] and shares["compute_share"].iloc[0].endswith("%")
+
+
 def test_the_table_of_runs_has_no_such_column_when_every_stall_is_resolved() -> None:
     shown, config = _stalls.runs_table(views.breakdown.breakdown_table(pd.DataFrame([RESOLVED])), "seconds")
     assert "not_resolved" not in shown.columns and "not_resolved" not in config
