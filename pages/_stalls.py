@@ -67,7 +67,13 @@ def stall_bars(
     one bar per `row_field`; error bars where the frame has error_low and error_high."""
     order = list(dict.fromkeys(long_frame[row_field]))
     y = alt.Y(f"{row_field}:N", sort=order, title=None, axis=alt.Axis(labelLimit=360))
-    x = alt.X("bar_start:Q", title=title, axis=alt.Axis(format=number_format), scale=alt.Scale(nice=nice))
+    # the domain holds every bar and every error bar's end (a rule's own extent was left off the scale)
+    ends = [long_frame[column] for column in ("bar_start", "bar_end", "error_low", "error_high")
+            if column in long_frame]  # fmt: skip
+    values = pd.concat(ends).dropna() if ends else pd.Series(dtype=float)
+    domain = [min(0.0, float(values.min())), float(values.max())] if len(values) else None
+    scale = alt.Scale(nice=nice, domain=domain) if domain and domain[1] > domain[0] else alt.Scale(nice=nice)
+    x = alt.X("bar_start:Q", title=title, axis=alt.Axis(format=number_format), scale=scale)
     # Six entries do not fit one row of a page column: in rows of three none is cut ("Not se…").
     legend = alt.Legend(orient="top", columns=3)
     color = alt.Color("stall_label:N", scale=part_scale(), title="Stall", legend=legend)
@@ -106,7 +112,7 @@ def stall_bars(
         layers.append(
             base.transform_filter("isValid(datum.error_low)")
             .mark_rule(color="#222", strokeWidth=1.5)
-            .encode(x=alt.X("error_low:Q"), x2=alt.X2("error_high"), y=y)
+            .encode(x=alt.X("error_low:Q", scale=scale), x2=alt.X2("error_high"), y=y)
         )
     # A fixed pixel height is not honoured by Streamlit for charts with a top legend; a step per bar is.
     return alt.layer(*layers).properties(height=alt.Step(30))
