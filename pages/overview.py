@@ -45,9 +45,10 @@ def first_steps() -> None:
     with right.container(border=True):
         st.markdown("##### :material/play_circle: Profile this machine")
         st.caption(
-            "A small local profile (a tiny CNN on 32×32 images: compute and CPU stalls, each run launched in "
-            "rounds until its interval is within ± 10%) — one to two minutes on a laptop CPU. It runs in the "
-            "background; follow it on the Run page."
+            "A small local profile (a tiny CNN on 32×32 images: compute and CPU stalls, each run launched "
+            "in rounds until its interval is within ± 10% or its 40 s are spent; other load on the machine "
+            "widens the intervals) — one to two minutes on a laptop CPU. It runs in the background; follow "
+            "it on the Run page."
         )
         busy = busy_elsewhere()
         if st.button("Run a small profile", key="first-profile", disabled=busy):
