@@ -10,6 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from pages._shared import (
+    MISSING_TEXT,
     chart_with_download,
     download_buttons,
     load,
@@ -178,6 +179,8 @@ def main() -> None:
     frame = predictions(everything, measured)
 
     st.subheader("Side by side")
+    meanings = frame["meaning"] if "meaning" in frame else pd.Series("", index=frame.index)
+    notes, said = views.compare.meaning_cells(meanings)
     table = pd.DataFrame(
         {
             "Configuration": frame["configuration"],
@@ -194,10 +197,15 @@ def main() -> None:
             "USD/epoch": [usd_text(v) for v in frame["usd_per_epoch"]],
             "USD per 1M samples": [usd_text(v) for v in frame["usd_per_million_samples"]],
             # what a predicted row's figures mean beyond its ±: an overhead-bound step ranks by the host
-            "Note": frame["meaning"].fillna("") if "meaning" in frame else "",
+            "Note": notes,
         }
     )
-    show_table(table)
+    # a column with no figure in any row (no epoch for data made on the device) only narrows the others
+    empty = [name for name in ("Epoch", "USD/epoch", "Note")
+             if table[name].map(lambda cell: str(cell).strip() in ("", "–", MISSING_TEXT)).all()]  # fmt: skip
+    show_table(table.drop(columns=empty))
+    for name, words in said.items():  # what a predicted row's note means beyond its ±
+        st.caption(f"Note *{plain(name)}*: {plain(words.removeprefix(f'{name}: '))}.")
     download_buttons(frame, f"compare_{views.breakdown.short_model(model)}_b{batch_size}", "cmp-table")
 
     left, right = st.columns(2)

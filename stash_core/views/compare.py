@@ -30,7 +30,7 @@ from stash_core.api.predicting import predict
 from stash_core.catalog import check_runs, list_instances
 from stash_core.cells import plain, plain_row
 from stash_core.decide.predict.cpu_rows import CPU_MEASURED
-from stash_core.decide.predict.instances import meaning_notes, refused_instance
+from stash_core.decide.predict.instances import MEANING_NOTES, meaning_notes, refused_instance
 from stash_core.decide.predict.profile_arithmetic import DEFAULT_PRECISION
 from stash_core.errors import UsageError
 from stash_core.results.file import STALL_NAMES
@@ -338,6 +338,18 @@ def compare_verdict(frame: pd.DataFrame) -> dict[str, Any]:
                 1.0 - priced.iloc[0]["usd_per_million_samples"] / priced.iloc[1]["usd_per_million_samples"]
             )
     return verdict
+
+
+def meaning_cells(meanings: pd.Series) -> tuple[pd.Series, dict[str, str]]:
+    """The Note column's cells by their notes' short names ("overhead-bound"), and {name: its words} of the
+    names said: one long note in many rows made every row of the table eight lines tall."""
+    short = {words: name for name, words in MEANING_NOTES.items()}
+    cells = meanings.fillna("").map(
+        lambda text: "; ".join(short.get(words, words) for words in str(text).split("; ") if words)
+    )
+    said = {name: words for name, words in MEANING_NOTES.items()
+            if cells.str.contains(name, regex=False).any()}  # fmt: skip
+    return cells, said
 
 
 def told_apart(first: pd.Series, second: pd.Series) -> bool | None:

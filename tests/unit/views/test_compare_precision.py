@@ -128,3 +128,7 @@ def test_a_predicted_row_bound_by_the_hosts_dispatch_says_so_as_predict_does(tmp
     assert len(bound) and set(bound["meaning"]) == {
         "overhead-bound: the host's dispatch of every kernel, not the GPU, sets the step"
     }
+    cells, said = views.compare.meaning_cells(predicted["meaning"])
+    assert set(cells[bound.index]) == {"overhead-bound"}  # short in the table: every row was 8 lines tall
+    words = "overhead-bound: the host's dispatch of every kernel, not the GPU, sets the step"
+    assert said == {"overhead-bound": words}  # said once, under the table
