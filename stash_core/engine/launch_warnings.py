@@ -17,6 +17,7 @@ def pooled_warnings(
     launches: int,
     stopped_by: str | None = None,
     shortfalls: list | None = None,
+    threads_per_worker: int | None = None,
 ) -> list[str]:
     """What a reader must know of the pooled runs: a stall (or the iteration time) short of its target, with
     the rounds it would still need, what the measurements say of why and what to do (engine/rounds.py
@@ -30,7 +31,7 @@ def pooled_warnings(
         ROUNDS_BY_COUNT: "the rounds stopped at their cap",
     }.get(stopped_by or "", "more launches (--launches) would narrow it")
     for shortfall in [] if fixed else shortfalls or []:
-        cause = spread_cause([by_name[run] for run in shortfall.runs if run in by_name])
+        cause = spread_cause([by_name[run] for run in shortfall.runs if run in by_name], threads_per_worker)
         text = shortfall.text(target_relative_ci)
         capped = [run for run in shortfall.runs if run in by_name and any(
             launch.get("stop_reason") == "max_iterations"

@@ -290,7 +290,7 @@ def launch_warnings(doc: dict, spec: ProfileSpec, launched: LaunchedRuns, chain:
     short = current_shortfalls(launched, chain, spec.target_relative_ci) if launched.names else []
     warnings = pooled_warnings(
         records, spec.target_relative_ci, fixed, spec.max_phase_s, launched.launches, launched.stopped_by,
-        short,
+        short, spec.threads_per_worker if spec.device == "cpu" else None,
     )  # fmt: skip
     boundary = epoch_boundary_warning(records, iterations_per_epoch(spec, doc))
     return warnings + ([boundary] if boundary else [])

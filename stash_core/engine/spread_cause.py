@@ -30,10 +30,12 @@ def quiet_load(records: list[dict]) -> str:
     return f"other processes kept {mean_cores:.2f} cores busy on average (up to {max(loads):.2f})"
 
 
-def spread_cause(records: list[dict]) -> str:
+def spread_cause(records: list[dict], threads_per_worker: int | None = None) -> str:
     """What the runs' launches say about why their interval is wide: measured other load, launches that
     disagree without it (a first launch apart, a drift, or spread from launch to launch), or iterations
-    that vary within launches that agree."""
+    that vary within launches that agree. Under other load, workers of several threads each (a CPU
+    profile's `threads_per_worker`) are told of fewer: their threads wait on each other's cores, which
+    the load holds (one worker of 2 threads on 2 cores read ±167% where 1 thread read ±3%)."""
     launches = [launch for record in records for launch in record.get("launches") or [] if launch["pooled"]]
     if any(launch.get("stop_reason") == SCRIPT_ENDED for launch in launches):
         return "the script ended by itself before its launches reached the target (see the warning on it)"
@@ -49,7 +51,10 @@ def spread_cause(records: list[dict]) -> str:
         shape = launch_spread_finding(_pooled_means(disagree[0])) if disagree else ""
         first = shape.removeprefix("its first launch")
         also = f"; also {disagree[0]['name']}'s first launch{first}" if first != shape else ""
-        return f"other load on the machine: {load_text}; a quieter machine would narrow it{also}"
+        threaded = threads_per_worker is not None and threads_per_worker > 1
+        fewer = (f", as would fewer threads per worker (--threads-per-worker 1, now {threads_per_worker}), "
+                 "which leave that load its own core") if threaded else ""  # fmt: skip
+        return f"other load on the machine: {load_text}; a quieter machine would narrow it{fewer}{also}"
     if not disagree:
         # the load measured below the thresholds is said as what it rules out, not as a cause
         quiet = f"no other load to blame: {load_text}" if loads else load_text

@@ -138,6 +138,9 @@ def _records(launched: LaunchedRuns) -> list[dict]:
 def test_other_load_is_blamed_only_when_it_was_measured() -> None:
     busy = _records(_launched({"R0": [0.09, 0.11, 0.10]}, other_cores=0.9))
     assert spread_cause(busy).startswith("other load on the machine: other processes kept 0.90 cores busy")
+    # workers of two threads under that load: one thread each read ±3% where two read ±167%
+    assert "--threads-per-worker" not in spread_cause(busy) + spread_cause(busy, threads_per_worker=1)
+    assert "as would fewer threads per worker (--threads-per-worker 1, now 2)" in spread_cause(busy, 2)
     quiet = _records(_launched({"R0": [0.13, 0.100, 0.101, 0.099, 0.100]}, other_cores=0.02))
     cause = spread_cause(quiet)
     assert "its first launch was +30% off the others (a warm-up left in it, or the machine's speed then)" in cause
