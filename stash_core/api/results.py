@@ -71,7 +71,9 @@ class Result:
     """One profile: its result document (the versioned JSON file, docs/schema.md) and where it was saved.
 
     `error` is the reason a failed or interrupted run stopped; `warning` says when the instance label
-    does not fit the machine; `save_problem` what could not be saved (a full disk), or None.
+    does not fit the machine; `save_problem` what could not be saved (a full disk), or None. The
+    breakdown's own warnings (a stall short of its target, and why) are `.warnings`, as `stash profile`
+    prints them after its table.
     """
 
     run_id: str
@@ -99,6 +101,12 @@ class Result:
     def breakdown(self) -> dict[str, Any]:
         """The stall breakdown of the document ({} for a run that failed before it had one)."""
         return self.doc.get("breakdown") or {}
+
+    @property
+    def warnings(self) -> list[str]:
+        """What a reader of the breakdown must know beside its figures (a stall not resolved, an interval
+        short of its target and what would narrow it, other load), as `stash profile` prints them."""
+        return list(self.breakdown.get("warnings") or [])
 
     @property
     def spec(self) -> dict[str, Any]:

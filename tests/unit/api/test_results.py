@@ -187,3 +187,14 @@ def test_a_spot_plans_rows_outside_the_loss_model_are_plain_json_as_the_command_
                          "g3.8xlarge:5,g3.16xlarge:3", "--target-loss", "0.8", "--budget-s", "2600", "--json",
                          "--db", str(db))  # fmt: skip
     assert json.loads(printed.stdout) == json.loads(as_json)
+
+
+def test_a_results_warnings_are_the_breakdowns_as_the_command_prints_them() -> None:
+    """The API's Result had no word of the warnings `stash profile` prints: a run ± 31% against a 2% target
+    read as any other unless one looked in result.breakdown["warnings"]."""
+    from stash_core.api.results import Result
+
+    breakdown = {"iteration_s": 0.1, "warnings": ["cpu: ± 31%"]}
+    doc = {"run_id": "r", "status": "completed", "breakdown": breakdown}
+    assert Result.from_document(doc).warnings == ["cpu: ± 31%"]
+    assert Result.from_document({"run_id": "r", "status": "failed"}).warnings == []
