@@ -165,6 +165,10 @@ def cmd_remote(args) -> int:
     info = remote_check(target, python=python, workdir=workdir)
     # exit 1 where the host cannot run this Stash's profiles, in JSON as in words: a script reads the status
     ready = info.get("stash_version") == __version__ and bool(info.get("torch_version"))
+    if args.json and not ready:  # a failure's keys, as every command's JSON has them
+        unready = "torch is not usable there" if not info.get("torch_version") else (
+            f"it runs Stash {info.get('stash_version') or '(none)'}, this machine {__version__}")
+        info = {**info, "error": f"{target} cannot run this Stash's profiles: {unready}", "exit_status": 1}
     print(json.dumps(info, indent=2, sort_keys=True) if args.json else format_remote_info(str(target), info))
     return 0 if ready else 1
 
@@ -199,9 +203,15 @@ def cmd_cluster(args) -> int:
             if elsewhere := no_state_message(shown, folder, "--state-dir", state_dir is not None):
                 print(elsewhere)
                 return 1
-        print(json.dumps(status, indent=2) if args.json else format_cluster_status(status))
         # none, one not fully up or one whose namespaces are gone cannot be used: exit 1 (`status || up`)
-        return 0 if status["nodes"] and not status["gone"] and status["up"] else 1
+        usable = bool(status["nodes"]) and not status["gone"] and status["up"]
+        if args.json and not usable:  # a failure's keys, as every command's JSON has them
+            shown = status.get("name") or "default"
+            why = "none is up" if not status["nodes"] else "its namespaces are gone" if status["gone"] else (
+                "it is not fully up")
+            status = {**status, "error": f"emulated cluster {shown} cannot be used: {why}", "exit_status": 1}
+        print(json.dumps(status, indent=2) if args.json else format_cluster_status(status))
+        return 0 if usable else 1
     return _cluster_set(args, state_dir, name)
 
 

@@ -71,3 +71,13 @@ def test_the_other_spelling_of_json_says_the_commands_own(argv, hint, tmp_path, 
     status = main([*argv, "--db", str(tmp_path / "r.duckdb")])
     err = capsys.readouterr().err
     assert status == 2 and err.startswith(f"stash: {argv[0]}: unrecognized arguments: ") and f"({hint}" in err
+
+
+def test_a_cluster_status_that_exits_1_says_why_in_its_json(tmp_path, capsys):
+    """`cluster status --json` of no cluster exited 1 with a status object and no reason in it."""
+    state = str(tmp_path / "none")
+    status = main(["cluster", "status", "--name", "jsonless20", "--state-dir", state, "--json"])
+    answer = json.loads(capsys.readouterr().out)
+    assert status == 1 and answer["exit_status"] == 1
+    assert answer["error"] == "emulated cluster jsonless20 cannot be used: none is up"
+    assert answer["nodes"] == []  # the status as before, the reason beside it
