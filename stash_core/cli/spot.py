@@ -179,7 +179,8 @@ def cmd_spot_fit_loss(args: argparse.Namespace) -> int:
     from stash_core.spot.lossfit import MAX_FIT_ERROR, fit_loss, flat_fit_reason, read_loss_csv
 
     check_writable(args.workload)
-    kept = f"{args.workload} is " + ("left as it was" if os.path.exists(args.workload) else "not made")
+    existed = os.path.exists(args.workload)
+    kept = f"{args.workload} is " + ("left as it was" if existed else "not made")
     curves = read_loss_csv(args.csv)
     fit = fit_loss(curves)
     report = {"g": list(fit.g), **fit.as_dict(), "source": str(args.csv)}
@@ -202,14 +203,19 @@ def cmd_spot_fit_loss(args: argparse.Namespace) -> int:
             f"j + g1 from iteration 0): record the curves from the training's start; {kept}"
         )
     update_workload(args.workload, {"g": list(fit.g), "loss_fit": {**fit.as_dict(), "source": str(args.csv)}})
+    # a new file holds the fit alone: `stash spot` then says the first field it lacks, with no word of why
+    alone = "" if existed else (
+        " (a new file: it holds the loss fit alone; `stash spot` also needs the model's size, compute times "
+        "and contention, which spot-profile and spot-memory write, docs/spot.md)"
+    )
     if args.json:
-        print(json_text(report, indent=2))
+        print(json_text({**report, "written_to": str(args.workload), "new_file": not existed}, indent=2))
         return 0
     g = ", ".join(f"g{i + 1} = {v:.6g}" for i, v in enumerate(fit.g))
     print(f"{g}\nfit over {fit.rows} points (batches {list(fit.batches)}, "
-          f"workers {list(fit.worker_counts)}): "
-          f"mean error {fit.mean_rel_error:.2%}, max {fit.max_rel_error:.2%}, bound {MAX_FIT_ERROR:.0%}; "
-          f"written to {args.workload}")  # fmt: skip
+          f"workers {list(fit.worker_counts)}): mean error {fit.mean_rel_error:.2%}, within the "
+          f"{MAX_FIT_ERROR:.0%} a fit's mean may reach (max {fit.max_rel_error:.2%}); written to "
+          f"{args.workload}{alone}")  # fmt: skip
     return 0
 
 

@@ -202,6 +202,13 @@ def test_fit_loss_writes_g_into_the_workload_and_it_plans(tmp_path, capsys):
                    "--target-loss", "0.6", "--budget-s", "30000",
                    "--db", str(tmp_path / "r.duckdb")])  # fmt: skip
     assert status == 0, capsys.readouterr().err
+    fresh = tmp_path / "fresh.json"  # made by the fit: spot then said "param_mb is missing" and no more
+    assert main(["spot-fit-loss", "--csv", str(csv_path), "--workload", str(fresh)]) == 0
+    said = capsys.readouterr().out
+    assert "within the 12% a fit's mean may reach" in said
+    assert f"written to {fresh} (a new file: it holds the loss fit alone; `stash spot` also needs" in said
+    assert main(["spot-fit-loss", "--csv", str(csv_path), "--workload", str(fresh), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["new_file"] is False  # the file it made the first time
 
 
 def test_a_fit_beyond_the_bound_is_refused_and_not_written(tmp_path, capsys):
