@@ -99,6 +99,8 @@ def check_image(path: Path) -> tuple[str | None, str, int | None]:
                 f"{pixels} pixels; Pillow refuses more than {2 * Image.MAX_IMAGE_PIXELS}",
                 pixels,
             )
+        except Image.UnidentifiedImageError:  # Pillow names the open file object, not the file
+            return CORRUPT, "not an image format Pillow reads", pixels
         except OSError as exc:
             if exc.errno is not None:  # the read failed, not the decode (an EIO, say)
                 return UNREADABLE, (exc.strerror or str(exc)).lower(), pixels

@@ -191,3 +191,10 @@ def test_a_name_that_cannot_be_looked_at_is_kept_for_the_check_to_name(tmp_path:
     assert linked in dataset.files
     report = validate_images(dataset)
     assert report.dropped[UNREADABLE] == [linked] and linked not in dataset.files
+
+
+def test_a_file_of_no_image_format_is_said_in_words_not_as_pillows_file_object(tmp_path: Path) -> None:
+    """"cannot identify image file <_io.BufferedReader name='...'>" was shown for a text file named .jpg."""
+    bad = tmp_path / "notes.jpg"
+    bad.write_text("not an image")
+    assert check_image(bad)[:2] == (CORRUPT, "not an image format Pillow reads")
