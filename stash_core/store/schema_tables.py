@@ -142,7 +142,8 @@ PHASES = RelationDoc(
         error | | one-line reason when not completed
         warmup_iterations | | iterations run and discarded before the kept samples
         iterations | | kept samples (rows in `iterations` for this phase)
-        mean_s | s | mean iteration time (each iteration the mean over the ranks)
+        mean_s | s | mean iteration time (each iteration the mean over the ranks); over several launches the
+            mean of the launches' means (docs/profiling.md), so not always the mean of the `iterations` rows
         ci95_s | s | 95 % CI half-width of `mean_s`
         std_s | s | sample standard deviation of the iteration time
         median_s | s | median iteration time
