@@ -40,7 +40,7 @@ def shape_parts(text: str) -> list[str] | None:
 _NUMBER_AND_UNIT_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$", re.IGNORECASE)
 SIZE_UNITS_BYTES = {
     "": 1, "b": 1, "k": 1000, "kb": 1000, "kib": KIB, "m": 10**6, "mb": 10**6, "mib": MIB,
-    "g": 10**9, "gb": 10**9, "gib": GIB,
+    "g": 10**9, "gb": 10**9, "gib": GIB, "t": 10**12, "tb": 10**12, "tib": 2**40,
 }  # fmt: skip
 # tc's units: *bit are bits per second, *bps are BYTES per second (SI prefixes).
 RATE_UNITS_BPS = {
