@@ -12,8 +12,10 @@ WHOLE = {"step": 1.0, "format": "%.12g"}
 
 
 def as_typed(number: float | None) -> int | float | None:
-    """A number of a WHOLE field: an int when whole, else as typed (for its check to refuse)."""
-    return int(number) if number is not None and float(number).is_integer() else number
+    """A number of a WHOLE field: an int when whole, else as typed (for its check to refuse); one past any
+    field's bound stays a float (1e300 would be said in 301 digits)."""
+    whole = number is not None and float(number).is_integer() and abs(number) < 2**53
+    return int(number) if whole else number
 
 
 class CheckedNumbers:

@@ -205,7 +205,7 @@ def main() -> None:
              if table[name].map(lambda cell: str(cell).strip() in ("", "–", MISSING_TEXT)).all()]  # fmt: skip
     show_table(table.drop(columns=empty))
     for name, words in said.items():  # what a predicted row's note means beyond its ±
-        st.caption(f"Note *{plain(name)}*: {plain(words.removeprefix(f'{name}: '))}.")
+        st.caption(f"Note *{plain(name)}*: {plain(words.split(': ', 1)[-1])}.")
     download_buttons(frame, f"compare_{views.breakdown.short_model(model)}_b{batch_size}", "cmp-table")
 
     left, right = st.columns(2)

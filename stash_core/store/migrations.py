@@ -46,10 +46,12 @@ LATER_COLUMNS: dict[str, frozenset[str]] = {
     "runs": frozenset(LATER_RUN_COLUMNS),
     "instances": frozenset({"region", "origin"}),  # version 5
     "stalls": frozenset({"raw_s"}),  # version 6
-    # the view's remainder (version 3) and the intervals per epoch, which views of older versions lack
+    # the view's remainder (version 3), the intervals per epoch and whether each stall is resolved (version
+    # 7), which views of older versions lack
     "stall_breakdown": frozenset(
         {"epoch_ci95_s", *(f"{stall}_epoch_ci95_s" for stall in (*STALL_NAMES, "unattributed"))}
         | {f"unattributed_{part}" for part in ("s", "ci95_s", "share", "epoch_s")}
+        | {f"{stall}_resolved" for stall in STALL_NAMES}
     ),
 }
 

@@ -229,7 +229,8 @@ def _stall_columns() -> str:
             # as analysis/stalls.stall_resolved: a figure whose 95% interval is no wider than it
             f"CASE WHEN max(s.seconds) {valid} IS NULL THEN NULL "
             f"WHEN max(s.status) {picked} IN ('clamped_zero', 'within_noise') THEN false "
-            f"ELSE coalesce(abs(max(s.seconds) {valid}) >= max(s.ci95_s) {valid}, false) END "
+            f"ELSE coalesce(isfinite(max(s.ci95_s) {valid}) "
+            f"AND abs(max(s.seconds) {valid}) >= max(s.ci95_s) {valid}, false) END "
             f"AS {stall}_resolved",
         ]
     return ",\n    ".join(parts)

@@ -61,7 +61,7 @@ RUN_PAGE_WORDS = {
     "--batch-size": "Batch size (per worker)", "--synthetic-images": "Number of images",
     "--input-shape": "Input shape",
 }  # fmt: skip
-RUN_PAGE_LACKS = ("--launches", "--target-ci", "--max-iterations")
+RUN_PAGE_LACKS = ("--launches", "--target-ci", "--max-iterations", "--threads-per-worker")
 
 
 def options_not_on_the_page(lines: list[str]) -> str | None:

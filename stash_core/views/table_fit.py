@@ -100,7 +100,7 @@ def wrapped_row_px(frame: pd.DataFrame, widths: Mapping[Any, int]) -> int:
         if column in frame and _is_text(frame[column]):
             room_chars = max(int((width - PAD_PX) / (CHAR_PX * WIDE_TEXT)), 1)
             cells = frame[column].head(SAMPLE_ROWS)
-            lines = max(lines, *(wrapped_lines(_cell_text(value), room_chars) for value in cells))
+            lines = max([lines, *(wrapped_lines(_cell_text(value), room_chars) for value in cells)])
     # a table of few rows may take taller ones: its note is then read whole, not in its tooltip
     most = min(max(TABLE_LINES // max(len(frame), 1), MOST_WRAP_LINES), MOST_FEW_ROWS_LINES)
     return min(lines, most) * LINE_PX + ROW_PAD_PX

@@ -157,3 +157,11 @@ def test_the_link_fields_take_what_the_simulator_takes(tmp_path, monkeypatch):
     app = _page(tmp_path / "r.duckdb", monkeypatch)
     app.number_input(key="sched-node-gbps").set_value(0.0)  # 0: no link model, in bounds
     assert not app.run().error
+
+
+def test_a_whole_number_field_keeps_a_huge_number_a_float_for_its_message() -> None:
+    """1e300 typed in a whole-number field was made an int, and its refusal printed 301 digits."""
+    from pages._fields import as_typed
+
+    assert as_typed(8.0) == 8 and isinstance(as_typed(8.0), int) and as_typed(2.5) == 2.5
+    assert isinstance(as_typed(1e300), float) and as_typed(None) is None

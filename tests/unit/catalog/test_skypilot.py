@@ -261,3 +261,9 @@ def test_an_import_warns_of_unknown_gpus_and_spot_prices_above_on_demand(catalog
     assert "warning: 1 type(s) with a GPU not in Stash's accelerator table" in said and "g4ad.2xlarge" in said
     above = "warning: 1 type(s) with a spot price above on-demand (kept as the file has it): p3.8xlarge"
     assert above in said
+    # a row the user edited is kept as it is: the file's prices of it are not stored, nor warned of
+    assert main(["instances", "set", "p3.8xlarge", "--spot-usd-per-h", "3", "--db", db]) == 0
+    capsys.readouterr()
+    assert main(["instances", "import", "--skypilot", str(catalog), "--region", "us-east-1", "--db", db]) == 0
+    said = capsys.readouterr()
+    assert "kept (origin user): p3.8xlarge" in said.out and "spot price above" not in said.err

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from stash_core.cli.network import format_cluster_status, format_shaping
+from stash_core.cli.cluster_text import format_cluster_status, format_shaping
 
 SHAPED = {"rate_bps": 1e9, "latency_us": 1000, "loss_pct": 0.5, "down": False}
 

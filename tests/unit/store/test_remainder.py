@@ -212,3 +212,16 @@ def test_a_stall_edited_by_hand_reads_alike_in_its_share_and_epoch_and_the_share
     assert row["compute_epoch_s"] == pytest.approx(row["compute_s"] * row["iterations_per_epoch"])
     shares = [row[f"{stall}_share"] for stall in (*STALLS, REMAINDER) if not pd.isna(row[f"{stall}_share"])]
     assert sum(shares) == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("ci95", ["'-inf'::DOUBLE", "'nan'::DOUBLE", "NULL", "'inf'::DOUBLE"])
+def test_a_stall_whose_interval_was_edited_to_no_number_is_not_resolved_in_the_view(tmp_path, ci95) -> None:
+    """An interval of -inf read as resolved in the view (|x| >= -inf) where stash show says it is not."""
+    import duckdb
+
+    db = tmp_path / "r.duckdb"
+    store.ingest_result(db, result_docs.result_doc(run_id="20261202T000004Z-edited01"))
+    with duckdb.connect(str(db)) as con:
+        con.execute(f"UPDATE stalls SET ci95_s = {ci95} WHERE stall = 'compute'")
+    assert not _view(db).iloc[0]["compute_resolved"]
+    assert stall_resolved({"seconds": 0.3, "ci95_s": float("-inf"), "status": "measured"}) is False

@@ -209,3 +209,5 @@ def test_a_profiles_messages_name_the_run_pages_fields_and_say_where_the_others_
         "the command to set them"
     )
     assert options_not_on_the_page(["a stall not resolved"]) is None
+    threads = options_not_on_the_page(["fewer threads per worker (--threads-per-worker 1, now 2)"])
+    assert threads is not None and threads.startswith("--threads-per-worker: options of `stash profile`")
