@@ -79,7 +79,7 @@ def request_form() -> RecommendRequest | None:
             persist_state="session"
         )
         images = first[4].number_input(
-            defaults.samples_label, value=float(defaults.epoch_samples), step=1000.0, format="%.12g",
+            defaults.samples_label, value=float(defaults.epoch_samples), **{**WHOLE, "step": 1000.0},
             key=f"rec-samples-{defaults.kind}",
             persist_state="session",
         )  # fmt: skip

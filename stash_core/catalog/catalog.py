@@ -286,9 +286,9 @@ def apply_catalog_edits(db_path: Path | str, before: pd.DataFrame, after: pd.Dat
                 _update(con, name, fields)
             for row in additions:
                 _insert_new(con, row)
-    said = [said for name, fields in edits for said in row_warnings(get_instance(db_path, name), set(fields))]
-    said += [said for name in names for said in row_warnings(get_instance(db_path, name))]
-    return CatalogEdits([name for name, _ in edits], names, said)
+    given = [(name, set(fields)) for name, fields in edits] + [(name, None) for name in names]  # None: all
+    warnings = [said for name, fields in given for said in row_warnings(get_instance(db_path, name), fields)]
+    return CatalogEdits([name for name, _ in edits], names, warnings)
 
 
 def _added(row: dict[str, Any]) -> dict[str, Any]:

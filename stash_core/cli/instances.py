@@ -209,7 +209,8 @@ def _import(path: Any, args: argparse.Namespace) -> int:
             "--network-gbps G --interconnect I`):"
         )
         print(f"  {_some(result.lacking_network)}")
-    stored = [row for row in result.rows if row["name"] not in set(outcome.kept_user)]  # the user's kept
+    kept = set(outcome.kept_user)  # the user's own rows, kept as they were: not the file's to warn of
+    stored = [row for row in result.rows if row["name"] not in kept]
     for said in _import_warnings(stored).values():
         print(f"  {said}", file=sys.stderr)
     for line in result.skipped[:SHOWN_NAMES]:

@@ -117,7 +117,8 @@ def within_launch_lag1(record: dict) -> float | None:
         mean_s = sum(series) / len(series) if len(series) >= 4 else 0.0
         var = sum((x - mean_s) ** 2 for x in series)
         if len(series) >= 4 and var > (1e-9 * mean_s) ** 2 * len(series):  # not rounding alone
-            found.append(sum((a - mean_s) * (b - mean_s) for a, b in zip(series, series[1:], strict=False)) / var)
+            pairs = zip(series, series[1:], strict=False)  # each iteration with the one after it
+            found.append(sum((a - mean_s) * (b - mean_s) for a, b in pairs) / var)
     return sum(found) / len(found) if found else None
 
 

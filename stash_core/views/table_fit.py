@@ -119,7 +119,7 @@ def wrapped_lines(text: str, room_chars: int) -> int:
         if used:
             used += 1
         lines += max(len(word) - 1, 0) // room_chars  # a word wider than a line takes more of them
-        used += len(word) % room_chars or room_chars if len(word) > room_chars else len(word)
+        used += (len(word) - 1) % room_chars + 1  # what its last line holds of it
     return lines
 
 

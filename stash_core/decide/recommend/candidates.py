@@ -79,9 +79,9 @@ class OptionPlanner:
         per GPU)."""
         price, price_status = hourly_price(instance, name, self.job.pricing)
         profiled = self._measured_rows.get(name, [])
-        runs = profiled
-        if workers_asked is not None:
-            runs = [row for row in profiled if int(row["workers_per_node"]) == workers_asked]
+        runs = profiled if workers_asked is None else [
+            row for row in profiled if int(row["workers_per_node"]) == workers_asked
+        ]
         seen = set()
         for row in runs:
             key = (int(row["workers_per_node"]), int(row["nodes"]))
