@@ -253,11 +253,12 @@ def _check_consistent(doc: dict[str, Any], breakdown: dict[str, Any]) -> None:
     phases = {phase["name"]: phase for phase in doc["phases"]}
     _check_stalls_of_phases(phases, breakdown.get("stalls") or {})  # with or without an iteration time
     iteration_s = breakdown.get("iteration_s")
-    if not _known(iteration_s):  # unknown: stored as such, with no epoch or shares
-        return
     reference = breakdown.get("reference_phase")
     known = isinstance(reference, str) and reference in phases
     mean = _phase_mean(phases[reference]) if known else None
+    if not _known(iteration_s):  # unknown: stored as such, with no epoch or shares, where nothing was timed
+        _check_unknown_iteration(iteration_s, breakdown, reference if _known(mean) else None, mean)
+        return
     if not _known(mean):
         raise UsageError(
             f"result file: breakdown.reference_phase is {str(reference)[:40]!r}, not a timed run of this "
@@ -284,6 +285,25 @@ def _check_consistent(doc: dict[str, Any], breakdown: dict[str, Any]) -> None:
                 _check_epoch(what, epoch_s, seconds, per_epoch)
             elif _known(epoch_s):
                 raise UsageError(f"result file: {what} is {epoch_s!r}, but its {said} {seconds!r}")
+
+
+def _check_unknown_iteration(iteration_s: Any, breakdown: dict[str, Any], reference: str | None, mean: Any) -> None:
+    """A breakdown without an iteration time is one of a run that timed nothing: a file that gives a timed
+    reference phase, an interval or a stall's figure beside it would be shown as a breakdown of no
+    iteration."""
+    beside = None
+    if reference is not None:
+        beside = f"its reference phase {reference} has a mean of {mean!r} s"
+    elif _known(breakdown.get("iteration_ci95_s")):
+        beside = f"its iteration_ci95_s is {breakdown['iteration_ci95_s']!r} s"
+    else:
+        stalls = breakdown.get("stalls") if isinstance(breakdown.get("stalls"), dict) else {}
+        timed = [name for name, entry in stalls.items()
+                 if isinstance(entry, dict) and _known(entry.get("seconds"))]  # fmt: skip
+        if timed:
+            beside = f"stall {timed[0]} has {stalls[timed[0]]['seconds']!r} s"
+    if beside:
+        raise UsageError(f"result file: breakdown.iteration_s is {iteration_s!r:.40}, but {beside}")
 
 
 def _check_stalls_of_phases(phases: dict[str, dict], stalls: dict[str, Any]) -> None:

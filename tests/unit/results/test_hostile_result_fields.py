@@ -120,6 +120,12 @@ REFUSED = [
     ("stall-interval-negative", _set("breakdown.stalls.compute.ci95_s", -1), "stall compute ci95_s is -1"),
     ("remainder-interval-negative", _set("breakdown.unattributed_ci95_s", -0.5),
      "unattributed_ci95_s is -0.5"),
+    # no iteration time beside a timed reference run: drawn as a breakdown of no iteration until then
+    ("breakdown-iteration-nan-beside-reference", _set("breakdown.iteration_s", float("nan")),
+     "breakdown.iteration_s is nan, but its reference phase R1 has a mean of"),
+    ("breakdown-iteration-null-beside-interval", lambda doc: (_set("breakdown.iteration_s", None)(doc),
+                                                              _set("breakdown.reference_phase", None)(doc)),
+     "breakdown.iteration_s is None, but its iteration_ci95_s is"),
     ("breakdown-iteration-off-reference", _set("breakdown.iteration_s", 1e14),
      "breakdown.iteration_s is 100000000000000.0, but its reference phase R1"),
     ("finished-before-started-in-utc", lambda doc: doc.update(started_at="2026-11-22T11:06:00-05:00",
