@@ -26,6 +26,7 @@ from stash_core.results.values import (
     check_timestamp,
     check_tree,
     in_the_future,
+    printed_by,
     stored_moment,
     unreadable_json_reason,
 )
@@ -198,7 +199,7 @@ def check_probe(doc: Any) -> None:
 def upgrade_result(doc: Any) -> ResultDocument:
     """Check that `doc` is a Stash result, migrate it forward to SCHEMA_VERSION and validate it."""
     if not isinstance(doc, dict) or doc.get("kind") != RESULT_KIND:
-        raise UsageError(f'not a Stash result file (no "kind": "{RESULT_KIND}")')
+        raise UsageError(printed_by(doc) or f'not a Stash result file (no "kind": "{RESULT_KIND}")')
     version = doc.get("schema_version")
     if isinstance(version, bool) or not isinstance(version, int):
         raise UsageError(f"result file has no integer schema_version (got {version!r})")

@@ -30,9 +30,27 @@ def check_kind(path: Any, doc: Any, kinds: tuple[str, ...]) -> None:
     them: another tool's JSON, or another command's (`stash spot --json`)."""
     kind = doc.get("kind") if isinstance(doc, dict) else None
     if kind not in kinds:
+        if printed := printed_by(doc):
+            raise UsageError(f"{path}: {printed}")
         has = 'no "kind"' if kind is None else f'"kind" {json.dumps(kind)[:60]}'
         raise UsageError(f"{path}: not a Stash result file ({has}; the files Stash stores have \"kind\" "
                          f"{', '.join(kinds)})")  # fmt: skip
+
+
+# What `stash show` and `stash runs` print with --format json: read back, they hold no run as it was stored.
+_PRINTED_KEYS = {
+    frozenset({"run", "breakdown"}): "`stash show --format json`",
+    frozenset({"probe"}): "`stash show PROBE --format json`",
+    frozenset({"runs", "stored"}): "`stash runs --format json`",
+}
+STORABLE = "the result file `stash profile --out` writes, or a `stash export` of the database"
+
+
+def printed_by(doc: Any) -> str | None:
+    """"what COMMAND printed, not a result file: ..." for a document of Stash's own printed output; None
+    for any other."""
+    command = _PRINTED_KEYS.get(frozenset(doc)) if isinstance(doc, dict) else None
+    return f"what {command} printed, not a result file: store {STORABLE}" if command else None
 
 
 def check_timestamp(key: str, value: Any, required: bool, document: str = "result file") -> None:

@@ -14,7 +14,7 @@ import pandas as pd
 from stash_core import store
 from stash_core.errors import NO_SPACE, StashError, UsageError, first_line
 from stash_core.results.file import PROBE_KIND, upgrade_result
-from stash_core.results.values import unreadable_json_reason
+from stash_core.results.values import STORABLE, unreadable_json_reason
 from stash_core.store import queries_upload
 from stash_core.store.connection import DatabaseLocked
 from stash_core.store.simulations import SIMULATION_KIND
@@ -207,7 +207,10 @@ def _check_json(name: str, data: bytes) -> UploadCheck:
     try:
         doc = upgrade_result(doc)
     except UsageError as exc:
-        return UploadCheck(name, False, str(exc))
+        reason = str(exc)
+        if reason.startswith("not a Stash result file"):  # another tool's JSON: say what this page takes
+            reason += f"; this page stores {STORABLE}"
+        return UploadCheck(name, False, reason)
     summary_text = f"{doc['status']} run of {doc['spec'].get('model')} with {len(doc['phases'])} phase(s)"
     return UploadCheck(name, True, summary_text, docs=[doc], run_ids=[doc["run_id"]])
 

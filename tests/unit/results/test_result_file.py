@@ -244,6 +244,11 @@ def test_load_document_reads_results_and_probes(tmp_path: Path) -> None:
         load_document(kindless, other_kinds=("stash-simulation",))
     assert str(said.value) == (f'{kindless}: not a Stash result file (no "kind"; the files Stash stores have '
                                '"kind" stash-profile, stash-probe, stash-simulation)')  # fmt: skip
+    # Stash's own printed JSON is said to be that, with what to store instead
+    printed = write_result_atomic(tmp_path / "show.json", {"run": {"run_id": "x"}, "breakdown": None})
+    with pytest.raises(UsageError, match=r"show.json: what `stash show --format json` printed, not a result "
+                                         r"file: store the result file `stash profile --out` writes"):
+        load_document(printed)
 
 
 @pytest.mark.parametrize(

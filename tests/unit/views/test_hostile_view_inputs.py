@@ -154,6 +154,14 @@ ANSWERED = [
     # said as the command says it, not in Python's words ("maximum recursion depth exceeded ...")
     ("upload-json-deep", _upload("deep.json", b"[" * 100_000 + b"]" * 100_000),
      lambda r: r.checks[0].reason == "JSON nested too deeply (at most 32 levels)"),
+    # Stash's own printed JSON said only "no kind"; another tool's JSON is told what the page takes
+    ("upload-show-output", _upload("show.json", b'{"run": {"run_id": "x"}, "breakdown": null}'),
+     lambda r: r.checks[0].reason.startswith("what `stash show --format json` printed, not a result file")),
+    ("upload-runs-output", _upload("runs.json", b'{"runs": [], "stored": 0}'),
+     lambda r: r.checks[0].reason.startswith("what `stash runs --format json` printed")),
+    ("upload-other-json", _upload("x.json", b'{"a": 1}'),
+     lambda r: r.checks[0].reason.endswith("this page stores the result file `stash profile --out` writes, "
+                                           "or a `stash export` of the database")),
     ("upload-json-huge-number", _upload("big.json", b'{"a": ' + b"9" * 5000 + b"}"),
      lambda r: r.checks[0].reason.startswith("a number in the file is too long")),
     ("catalog-source-formula-kept-as-text", _edit("source", "=HYPERLINK(1)"), lambda r: len(r[0]) == 1),
