@@ -96,7 +96,7 @@ def database_setting() -> Path | None:
         elif why := views.common.uncreatable_because(path):  # a file in its path, or a folder not ours
             st.warning(f"{plain(path)} cannot be created: {plain(why)}")
         else:  # the first write makes it, and any folder it lacks
-            st.caption(f":material/database: {plain(path.name)} · not created yet (the first run creates it)")
+            st.caption(f":material/database: {plain(views.common.new_database_words(path))}")
     st.session_state["stash_db_path"] = str(path)
     _keep_in_address(st.session_state[DB_SETTING_KEY])
     return path

@@ -129,17 +129,21 @@ def store_view(report: views.upload.UploadReport) -> None:
     if not storable:
         st.caption("Nothing here can be stored.")
         return
-    label = f"Store {len(new)} new run(s) in the database" if new else "All these runs are already stored"
-    st.caption(
-        f"Database: `{current_db()}`"
-        + (f" · {len(report.bad)} refused file(s) are left out" if report.bad else "")
-    )
+    database = current_db()
+    created = not database.exists()
+    where = "a new database" if created else "the database"
+    label = f"Store {len(new)} new run(s) in {where}" if new else "All these runs are already stored"
+    left_out = f" · {len(report.bad)} refused file(s) are left out" if report.bad else ""
+    shown = views.common.new_database_words(database) if created else f"`{database}`"
+    st.caption(f"Database: {plain(shown) if created else shown}{left_out}")
     if st.button(label, type="primary", disabled=not new, key="upload-store", icon=":material/save:"):
-        outcomes = views.upload.store_uploads(current_db(), report)
+        outcomes = views.upload.store_uploads(database, report)
         inserted = sum(1 for _, _, added in outcomes if added)
         files = len(report.good)  # an export's companion tables too: their rows are in the runs stored
         forget_cached_queries()
-        stored = f"Stored {inserted} run(s) from {files} file(s)."
+        stored = f"Stored {inserted} run(s) from {files} file(s)" + (
+            f" in a new database, {plain(database)}" if created and database.exists() else "") + (
+            f"; {len(report.bad)} refused file(s) were left out." if report.bad else ".")
         st.session_state["upload-stored"] = stored if outcomes else None  # no "Stored 0" beside the reason
         st.session_state["upload-refused"] = [
             f"**{plain(name)}** — run {plain(run_id)} was not stored: {plain(in_page_words(reason, None))}"

@@ -316,9 +316,31 @@ def test_upload_rejects_a_malformed_file_and_stores_a_good_one(populated_db: Pat
     app.button(key="upload-store").click().run()
     assert not app.exception
     assert run_count(populated_db) == 6
+    # the refused files are still said once the good one is stored (they were forgotten)
+    said = [shown(s.value) for s in app.success]
+    assert "Stored 1 run(s) from 1 file(s); 2 refused file(s) were left out." in said, said
     with duckdb.connect(str(populated_db), read_only=True) as con:
         stored = {row[0] for row in con.execute("SELECT run_id FROM runs").fetchall()}
     assert "20261122T080000Z-eeee0006" in stored and "x" not in stored
+
+
+def test_an_upload_into_a_database_not_made_yet_names_it_and_its_new_folders(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A mistyped path stored into a new folder tree with no more than "Stored 1 run(s)"."""
+    database = tmp_path / "typo" / "deeper" / "x.duckdb"
+    monkeypatch.setenv("STASH_DB", str(database))
+    app = open_page("Upload")
+    doc = result_doc("resnet18", run_id="20261122T080000Z-eeee0007")
+    app.file_uploader[0].set_value([("good.json", json.dumps(doc).encode(), "application/json")]).run()
+    words = f"{database} · not created yet (the first run creates it, and the folder {tmp_path / 'typo'})"
+    assert any(words in shown(c.value) for c in app.sidebar.caption), [c.value for c in app.sidebar.caption]
+    assert app.button(key="upload-store").label == "Store 1 new run(s) in a new database"
+    app.button(key="upload-store").click().run()
+    assert not app.exception
+    said = [shown(s.value) for s in app.success]
+    assert f"Stored 1 run(s) from 1 file(s) in a new database, {database}." in said, said
+    assert run_count(database) == 1
 
 
 def test_upload_of_only_bad_files_offers_nothing_to_store(populated_db: Path) -> None:
@@ -431,7 +453,8 @@ def test_a_database_path_that_cannot_be_made_says_so_in_the_sidebar(
                for w in app.sidebar.warning), [w.value for w in app.sidebar.warning]  # fmt: skip
     app = open_page("Overview")
     assert not app.sidebar.warning
-    assert any("not created yet (the first run creates it)" in c.value for c in app.sidebar.caption)
+    words = "not created yet (the first run creates it, and the folder "
+    assert any(words in c.value for c in app.sidebar.caption)
 
 
 def test_the_app_holds_no_connection_while_stash_ingest_writes(populated_db: Path, tmp_path: Path) -> None:
