@@ -231,8 +231,10 @@ def ranked_view(ranked: pd.DataFrame) -> None:
 
 def show_result(result: Recommendation) -> None:
     st.markdown(f"**Job:** {plain(views.recommend.headline(result))}")
-    for warning in result.warnings:
+    for warning in result.label_warnings:  # the user's labels are data, not Markdown
         st.warning(plain(warning), icon=":material/report:")
+    if result.price_warning:  # Stash's words and dates read as dates: its commands shown as code
+        st.warning(result.price_warning, icon=":material/sell:")
     recommended_box(result)
     options = result.options
     if not options.empty:

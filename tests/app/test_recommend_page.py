@@ -109,6 +109,9 @@ def test_recommendation_with_pareto_chart_and_explanation(populated, monkeypatch
     # (the table said the compute path's alone, ±41% under a card's ±49%, with no ±comm or GPU)
     assert {"accelerator", "gpus", "comm_error"} <= set(ranked.columns)
     assert ranked.set_index("config").loc["1 x p3.16xlarge", "gpus"] == "8/8"
+    # the catalog's old prices are said with the command that refreshes them as code (shown as `...` text)
+    old = [w.value for w in app.warning if "older than 90 days" in w.value]
+    assert old and "`stash instances import --skypilot` refreshes them" in old[0], old
 
 
 def test_the_gpus_used_of_each_instance_can_be_fewer_than_it_has(populated, monkeypatch):
