@@ -300,11 +300,13 @@ def catalog_editor() -> None:
             try:
                 saved = views.recommend.save_catalog_edits(current_db(), before, after)
             except StashError as exc:  # a bad value: say which, keep the page
-                st.error(plain(in_page_words(str(exc), WORDS)), icon=":material/error:")
+                said = views.recommend.in_catalog_words(in_page_words(str(exc), WORDS))
+                st.error(plain(said), icon=":material/error:")
                 return
             st.success(f"Saved {len(saved.changed)} changed and {len(saved.added)} new instance(s).")
             for warning in saved.warnings:  # stored as given: each may be meant
-                st.warning(plain(in_page_words(warning, WORDS)), icon=":material/warning:")
+                said = views.recommend.in_catalog_words(in_page_words(warning, WORDS))
+                st.warning(plain(said), icon=":material/warning:")
 
 
 def main() -> None:

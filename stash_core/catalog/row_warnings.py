@@ -1,5 +1,6 @@
 """What a catalog row stored as given may get wrong later, said when it is written (`stash instances add`,
-`set` and `import`, the Recommend page's catalog editor): a spot price above on-demand, a price of $0, a GPU
+`set` and `import`, the Recommend page's catalog editor): a spot price above on-demand, a price of $0 or
+above any instance's, a GPU
 name the accelerator table lacks, several GPUs with no link. The row is kept in each case: each can be
 meant, and each changes what recommend and spot rank without a word of their own."""
 
@@ -12,6 +13,9 @@ from stash_core.catalog.accelerators import accelerator_table, match_accelerator
 from stash_core.units import finite_float
 
 PRICES = {"on-demand": "on_demand_usd_per_h", "spot": "spot_usd_per_h"}
+# Ten times the dearest instance the shipped catalog lists (8 x H100 at about $98/h on demand): a price above
+# is a slip of the decimal point or of the unit (per month, per GPU-year), and would rank the row last.
+DEAR_USD_PER_H = 1000.0
 
 
 def row_warnings(row: dict[str, Any], given: set[str] | None = None) -> list[str]:
@@ -22,7 +26,7 @@ def row_warnings(row: dict[str, Any], given: set[str] | None = None) -> list[str
 
 
 def row_problems(row: dict[str, Any], given: set[str] | None = None) -> dict[str, str]:
-    """row_warnings by kind: "spot_above_on_demand", "free", "unknown_gpu", "no_gpu_link"."""
+    """row_warnings by kind: "spot_above_on_demand", "free", "dear", "unknown_gpu", "no_gpu_link"."""
     given = set(row) if given is None else given
     name = row.get("name")
     said: dict[str, str] = {}
@@ -35,6 +39,12 @@ def row_problems(row: dict[str, Any], given: set[str] | None = None) -> dict[str
         prices = f"{free[0]} price is" if len(free) == 1 else "on-demand and spot prices are"
         said["free"] = (f"{name}'s {prices} $0/h: recommend and spot will take it as free and rank it "
                         "first")  # fmt: skip
+    prices = {kind: finite_float(row.get(column)) or 0 for kind, column in PRICES.items() if column in given}
+    dear = [(kind, price) for kind, price in prices.items() if price > DEAR_USD_PER_H]
+    if dear:
+        kind, price = dear[0]
+        said["dear"] = (f"{name}'s {kind} price ${price:,.10g}/h is above ${DEAR_USD_PER_H:,.0f}/h, more "
+                        "than any cloud instance costs: give it in USD per hour")  # fmt: skip
     gpus = finite_float(row.get("accelerator_count")) or 0
     if "accelerator" in given and gpus > 0 and row.get("accelerator"):
         unknown = unknown_accelerator(row)

@@ -226,18 +226,20 @@ IMPORT_WARNINGS = {  # row_problems' kinds an import can bring, in a catalog's w
                    "them out)",
     "spot_above_on_demand": "with a spot price above on-demand (kept as the file has it)",
     "free": "priced at $0/h (recommend and spot will take them as free and rank them first)",
+    "dear": "priced above ${dear}/h, more than any cloud instance costs (kept as the file has it)",
 }
 
 
 def _import_warnings(rows: list[dict]) -> dict[str, str]:
     """One warning line per kind of problem among the imported rows, naming them (a few)."""
-    from stash_core.catalog.row_warnings import row_problems
+    from stash_core.catalog.row_warnings import DEAR_USD_PER_H, row_problems
 
     named: dict[str, list[str]] = {kind: [] for kind in IMPORT_WARNINGS}
     for row in rows:
         for kind in row_problems(row).keys() & named.keys():
             named[kind].append(str(row["name"]))
-    return {kind: printable(f"warning: {len(names):,} type(s) {IMPORT_WARNINGS[kind]}: {_some(names)}")
+    words = {kind: said.format(dear=f"{DEAR_USD_PER_H:,.0f}") for kind, said in IMPORT_WARNINGS.items()}
+    return {kind: printable(f"warning: {len(names):,} type(s) {words[kind]}: {_some(names)}")
             for kind, names in named.items() if names}  # fmt: skip
 
 

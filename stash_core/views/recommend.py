@@ -4,6 +4,7 @@ frames its charts draw."""
 from __future__ import annotations
 
 import json
+import re
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
@@ -24,6 +25,7 @@ from stash_core.decide.recommend.explain import job_headline
 from stash_core.errors import UsageError
 from stash_core.results.file import STALL_NAMES
 from stash_core.store import reads
+from stash_core.views.labels import column_label
 from stash_core.views.stall_frames import stall_long_frame
 from stash_core.zoo_names import SCRIPT_PREFIX
 
@@ -160,6 +162,15 @@ CATALOG_GROUPS = {
     "Links": ["name", "provider", "network_gbps", "interconnect"],
     "Prices": ["name", "on_demand_usd_per_h", "spot_usd_per_h", "price_date", "source", "region", "origin"],
 }
+
+
+def in_catalog_words(text: str) -> str:
+    """A catalog message with each column's name as the editor heads it ("on_demand_usd_per_h must not be
+    negative" -> "on-demand (USD/h) must not be negative")."""
+    for column in COLUMNS:
+        if "_" in column:  # a whole name only: "_" is a word character, so none matches inside another
+            text = re.sub(rf"\b{column}\b", column_label(column), text)
+    return text
 
 
 def with_catalog_edits(before: pd.DataFrame, edited: pd.DataFrame) -> pd.DataFrame:

@@ -51,3 +51,13 @@ def test_the_dashboard_editor_says_the_warnings_of_what_it_stored(tmp_path):
     assert saved.warnings[0].startswith("g5.xlarge's spot price is $0/h")
     assert any("lab-box has 2 GPUs and no GPU link" in said for said in saved.warnings)
     assert len(saved.warnings) == 2  # the name 'H100 PCIe 80GB' is the table's: no unknown GPU
+
+
+def test_a_price_above_any_instance_s_is_said():
+    """A price of $1e15/h was stored by the catalog editor without a word (a $0 one was warned of)."""
+    said = row_problems({**BOX, "on_demand_usd_per_h": 1e15})
+    assert set(said) == {"dear"}
+    assert said["dear"] == ("box's on-demand price $1e+15/h is above $1,000/h, more than any "
+                            "cloud instance costs: give it in USD per hour")  # fmt: skip
+    assert row_problems({**BOX, "on_demand_usd_per_h": 98.32}) == {}
+    assert row_problems({**BOX, "on_demand_usd_per_h": 5000.0}, {"vcpus"}) == {}  # said when it was written

@@ -418,3 +418,10 @@ def test_a_label_warning_is_shown_on_the_groups_its_run_is_fitted_in_only():
     cpu = {"device": "cpu", "workers_per_node": 2, "instance": "g4dn.xlarge"}
     assert group_label_warnings(report, "interconnect", cpu) == [warning]
     assert group_label_warnings(report, "interconnect", {**cpu, "device": "cuda"}) == []
+
+
+def test_a_catalog_message_names_the_columns_as_the_editor_heads_them():
+    """The editor's refusal named "on_demand_usd_per_h", a column the page heads "on-demand (USD/h)"."""
+    said = views.recommend.in_catalog_words("instance g3.16xlarge: on_demand_usd_per_h must not be negative, "
+                                            "got -5.0; spot_usd_per_h too")  # fmt: skip
+    assert said == "instance g3.16xlarge: on-demand (USD/h) must not be negative, got -5.0; spot (USD/h) too"
