@@ -234,6 +234,35 @@ def check_outputs(parser: argparse.ArgumentParser, args: argparse.Namespace, db:
         flag = action.option_strings[0] if action.option_strings else action.dest
         for value in _values(getattr(args, action.dest, None)):
             refuse_overwrite(flag, value, reads)
+    refuse_writes_into_data(actions, args, db)
+
+
+# Folders read as a training job's data: what a command writes inside one is read as data by the next.
+DATA_FOLDERS = ("dataset", "data_dir")
+
+
+def refuse_writes_into_data(
+    actions: list[argparse.Action], args: argparse.Namespace, db: Path | None
+) -> None:
+    """UsageError where the database (with its results/ and job folders beside it) or an output lies inside a
+    data folder the command reads: the next profile would read them as its data (a folder of result files
+    as one more class)."""
+    folders = [(f"--{dest.replace('_', '-')}", Path(value)) for dest in DATA_FOLDERS
+               for value in _values(getattr(args, dest, None))]  # fmt: skip
+    if not folders:
+        return
+    written = [("--db", db)] if db is not None else []
+    for action in actions:
+        if role_of(action) == OUTPUT:
+            flag = action.option_strings[0] if action.option_strings else action.dest
+            written += [(flag, Path(value)) for value in _values(getattr(args, action.dest, None))]
+    for flag, path in written:
+        for data_flag, folder in folders:
+            inside = os.path.realpath(path).startswith(os.path.realpath(folder).rstrip(os.sep) + os.sep)
+            if inside:
+                raise UsageError(f"{flag} {path} is inside {data_flag} {folder}: what Stash writes "
+                                 "there would be read as data by the next profile; choose a path outside "
+                                 "it")  # fmt: skip
 
 
 def refuse_overwrite(flag: str, output: str | Path, reads: list[tuple[str, Path]]) -> None:

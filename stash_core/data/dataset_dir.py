@@ -136,6 +136,11 @@ def scan_class_folders(
     labels: list[int] = []
     for label, class_name in enumerate(classes):
         class_files = sorted(p for p in _files_under(root / class_name) if p.suffix.lower() in wanted)
+        if not class_files and len(classes) > 1:  # refused, as ImageFolder does: a class never seen
+            listed = ", ".join(sorted(wanted))
+            raise UsageError(f"data set folder {one_line(root)}: class folder {one_line(class_name)!r} holds "
+                             f"no {kind} files ({listed}); a class without samples changes the model's "
+                             "classes: move the folder out of the data set")  # fmt: skip
         files.extend(class_files)
         labels.extend([label] * len(class_files))
     if not files:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 
 import pytest
+from PIL import Image
 
 PROFILE = ["profile", "--model", "resnet10", "--batch-size", "4", "--db", "{tmp}/p.duckdb"]
 SCRIPT = ["profile", "--script", "{tmp}/train.py", "--db", "{tmp}/p.duckdb"]
@@ -33,6 +34,11 @@ def world(tmp_path, monkeypatch) -> dict[str, str]:
     (root / "t.csv").write_text("a,b\n1,2\n")
     (root / "db.duckdb").write_bytes(b"\x00" * 16 + b"DUCK")
     (root / "dsdir").mkdir()
+    for folder in ("ds", "ds_empty_class"):
+        (root / folder / "a").mkdir(parents=True)
+        Image.new("RGB", (8, 8)).save(root / folder / "a" / "0.jpg")
+    (root / "ds_empty_class" / "results").mkdir()
+    (root / "ds_empty_class" / "results" / "r.json").write_text("{}")
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     monkeypatch.chdir(cwd)
@@ -68,6 +74,16 @@ REFUSED = [
     ("stalls-cpu-disk-without-data", [*PROFILE, "--stalls", "cpu,disk"], "cpu needs real data"),
     ("stalls-interconnect-one-worker", [*PROFILE, "--workers", "1", "--stalls", "interconnect"],
      "interconnect needs --workers 2"),
+    # known not separable before any run: it ran R2 alone and then said so
+    ("stalls-disk-of-a-script-without-data-dir", [*SCRIPT, "--stalls", "disk"],
+     "--stalls disk: not separable for a script without --data-dir"),
+    # the first profile wrote results/ into the data set, and the next read it as one more class
+    ("db-inside-the-dataset", ["profile", "--model", "resnet10", "--batch-size", "4", "--dataset", "{tmp}/ds",
+                               "--db", "{tmp}/ds/x.duckdb"], "/ds/x.duckdb is inside --dataset"),
+    ("out-inside-the-data-dir", [*SCRIPT, "--data-dir", "{tmp}/ds", "--out", "{tmp}/ds/r.json"],
+     "/ds/r.json is inside --data-dir"),
+    ("dataset-class-without-images", [*PROFILE, "--dataset", "{tmp}/ds_empty_class"],
+     "class folder 'results' holds no image files"),
     # options that would be stored and never used
     ("dataset-images-with-a-dataset", [*PROFILE, "--dataset", "{tmp}/dsdir", "--dataset-images", "1000"],
      "--dataset's epoch is its files"),
