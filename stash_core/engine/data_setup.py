@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -124,10 +125,18 @@ def script_data(spec: ProfileSpec) -> DataSetup:
         return DataSetup(images=spec.dataset_images, not_separable_reason=NO_DATA_DIR)
     root = Path(spec.data_dir)
     setup = DataSetup(root=root, images=spec.dataset_images)
-    setup.files = files_under(root)
+    try:
+        if shutil.disk_usage(root).total == 0:  # /proc, /sys: no disk, and files that never end
+            raise UsageError(f"--data-dir {one_line(root)} is a virtual file system (no disk holds files "
+                             "there): give the folder the script reads its data from")  # fmt: skip
+        setup.files = files_under(root)
+        setup.total_bytes = sum(path.stat().st_size for path in setup.files)
+    except OSError as exc:  # a folder under it this user may not look into (--data-dir / reaches /proc)
+        reason = (exc.strerror or str(exc)).lower()
+        raise UsageError(f"--data-dir {one_line(root)}: cannot look at {one_line(exc.filename or root)}: "
+                         f"{reason}") from None  # fmt: skip
     if not setup.files:
         raise UsageError(f"--data-dir {root}: no files in it")
-    setup.total_bytes = sum(path.stat().st_size for path in setup.files)
     if not pagecache.fits_in_memory(setup.total_bytes):
         setup.not_separable_reason = (
             f"the files of --data-dir ({setup.total_bytes / 1e9:.1f} GB) do not fit in available memory, "

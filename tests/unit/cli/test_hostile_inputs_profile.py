@@ -62,6 +62,8 @@ REFUSED = [
     ("script-is-out", [*SCRIPT, "--out", "{tmp}/train.py"], "would replace"),
     ("script-is-db", ["profile", "--script", "{tmp}/train.py", "--db", "{tmp}/train.py"], "DuckDB"),
     ("data-dir-a-file", [*SCRIPT, "--data-dir", "{tmp}/t.csv"], "--data-dir"),
+    # "Permission denied: /proc/1/cwd", exit 1, with no word of --data-dir
+    ("data-dir-proc", [*SCRIPT, "--data-dir", "/proc/sys/vm"], "--data-dir /proc/sys/vm is a virtual"),
     ("launches-zero", [*PROFILE, "--launches", "0"], "--launches"),
     ("launches-huge", [*PROFILE, "--launches", "100000"], "--launches"),
     ("iterations-negative", [*PROFILE, "--iterations", "-5"], "--iterations"),

@@ -112,3 +112,19 @@ def test_too_few_synthetic_images_are_refused_before_any_is_made(tmp_path: Path,
     with pytest.raises(UsageError, match="^--synthetic-images 4: too few for 1 worker"):
         prepare_data(spec, "image", reporter=None)
     assert not any(tmp_path.rglob("*.jpg"))
+
+
+def test_a_data_dir_with_a_folder_it_cannot_look_into_is_one_line_naming_it(tmp_path, monkeypatch) -> None:
+    """--data-dir / said "Permission denied: /proc/1/cwd", exit 1, without naming --data-dir."""
+    from stash_core.engine import data_setup
+    from stash_core.errors import UsageError
+    from stash_core.spec import ProfileSpec
+
+    def refused(root):
+        raise PermissionError(13, "Permission denied", "/proc/1/cwd")
+
+    monkeypatch.setattr(data_setup, "files_under", refused)
+    spec = ProfileSpec("script:train.py", None, script=str(tmp_path / "train.py"), data_dir=str(tmp_path))
+    said = rf"^--data-dir {tmp_path}: cannot look at /proc/1/cwd: permission denied$"
+    with pytest.raises(UsageError, match=said):
+        data_setup.script_data(spec)
