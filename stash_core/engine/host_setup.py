@@ -42,8 +42,11 @@ def settle_on_hosts(
                 f"--workers {spec.workers_per_node}: host {info['host']} has {capacity} {unit}; "
                 "one worker per GPU or core"
             )
-    if remote.master_addr is not None and len(remote.targets) > 1:
-        check_master_address(remote.targets[0], remote.python, remote.workdir, remote.master_addr)
+    if len(remote.targets) > 1 and (remote.master_addr is not None or spec.cluster != "emulated"):
+        # the default too (node 0's host name): an ssh_config alias resolves for ssh alone, and was found
+        # out at the run across the machines, after the runs on one machine
+        check_master_address(remote.targets[0], remote.python, remote.workdir, remote.rendezvous_addr(),
+                             given=remote.master_addr is not None)  # fmt: skip
     capacity = remote.capacity(first, spec.device)
     reference_workers = spec.workers_total if capacity >= spec.workers_total else spec.workers_per_node
     if spec.threads_per_worker is None:

@@ -86,17 +86,25 @@ def preflight(
         )
 
 
-def check_master_address(target: SshTarget, python: str, workdir: str, master_addr: str) -> None:
-    """Before a profile's first run: the master address given is node 0's (found at the run across the
-    machines, the runs on one machine before it were made for nothing)."""
-    _refuse_foreign_master(_check_node(0, target, python, workdir, master_addr, 0), master_addr, target)
+def check_master_address(
+    target: SshTarget, python: str, workdir: str, master_addr: str, given: bool = True
+) -> None:
+    """Before a profile's first run: the master address (given, or node 0's host name by default) is node
+    0's (found at the run across the machines, the runs on one machine before it were made for nothing)."""
+    answer = _check_node(0, target, python, workdir, master_addr, 0)
+    _refuse_foreign_master(answer, master_addr, target, given)
 
 
-def _refuse_foreign_master(answer: dict, master_addr: str, target: SshTarget) -> None:
+def _refuse_foreign_master(answer: dict, master_addr: str, target: SshTarget, given: bool = True) -> None:
     if not answer.get("addr_local"):
+        # a host name from an ssh_config (Host alias) resolves for ssh alone
+        hint = "" if given else (
+            f" (the default, node 0's host name as --hosts gives it: give --master-addr, an address of "
+            f"{node_label(0, target)} that the other machines reach)"
+        )
         raise UsageError(
             f"master address {master_addr} is not an address of {node_label(0, target)}: "
-            f"{answer.get('addr_error')}"
+            f"{answer.get('addr_error')}{hint}"
         )
 
 

@@ -66,3 +66,8 @@ def test_a_master_address_not_of_node_0_is_refused_before_any_run(monkeypatch, t
                                          r"\(127\.0\.0\.1:2201\): "):  # fmt: skip
         check_master_address(node0, sys.executable, str(tmp_path), "192.0.2.1")
     check_master_address(node0, sys.executable, str(tmp_path), "127.0.0.1")
+    # the default, node 0's host name, when that is an ssh_config alias: said with what to give instead
+    with pytest.raises(UsageError, match=r"^master address box-alias\.invalid is not an address of node 0 .*"
+                                         r"\(the default, node 0's host name as --hosts gives it: give "
+                                         r"--master-addr, an address of node 0"):  # fmt: skip
+        check_master_address(node0, sys.executable, str(tmp_path), "box-alias.invalid", given=False)
