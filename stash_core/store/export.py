@@ -109,10 +109,11 @@ def export(db_path: Path | str, fmt: str, out_dir: Path | str) -> list[Path]:
     if not db_path.exists():  # a mistyped --db would otherwise export the empty tables of no database
         raise UsageError(f"no database at {db_path}: nothing to export")
     _refuse_replacing_the_database(db_path, out_dir, suffix)
-    if suffix == "json" and os.path.realpath(out_dir) == os.path.realpath(results_dir_of(db_path)):
-        # tables among result files: `stash ingest results/*.json` would then read instances.json as one
+    if os.path.realpath(out_dir) == os.path.realpath(results_dir_of(db_path)):
+        # tables among result files: `stash ingest results/*` would then read instances.json (or .csv) as one,
+        # and refuse the whole lot ("one bad file stores none")
         raise UsageError(
-            f"cannot export JSON into {out_dir}: profiles on this database write their result files there, "
+            f"cannot export into {out_dir}: profiles on this database write their result files there, "
             "and the tables would be read as result files: choose another folder"
         )
     check_duckdb_path(Path(out_dir), "export folder")  # DuckDB writes the files (COPY)

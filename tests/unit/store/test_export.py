@@ -269,4 +269,7 @@ def test_an_export_into_the_folder_of_the_result_files_is_refused(populated, tmp
         store.export(populated, "json", results)
     assert not results.exists()
     assert store.export(populated, "json", tmp_path / "elsewhere")  # any other folder is taken
-    assert store.export(populated, "parquet", results)  # other formats there: results/*.json misses them
+    for fmt in ("csv", "parquet"):  # `stash ingest results/*` read them too, and refused the folder
+        with pytest.raises(UsageError, match="profiles on this database write their result files there"):
+            store.export(populated, fmt, results)
+    assert not results.exists()
