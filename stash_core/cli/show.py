@@ -7,6 +7,7 @@ the catalog code (which needs pandas) is imported inside _label_check, only for 
 
 from __future__ import annotations
 
+import math
 import shlex
 from pathlib import Path
 
@@ -99,6 +100,11 @@ def runs_table(db_path: Path | str, limit: int | None = None) -> str | None:
     columns = [column for column in RUNS_COLUMNS if column in rows[0]]
     partial = partial_notes(db_path, [row["run_id"] for row in rows])
     cells = [[_cell(row[column], marked=_mark(row, column, partial)) for column in columns] for row in rows]
+    if "iteration_s" in columns:  # each time with its interval, as `stash show` gives it
+        at = columns.index("iteration_s") + 1
+        columns.insert(at, INTERVAL_COLUMN)
+        for row, line in zip(rows, cells, strict=True):
+            line.insert(at, _relative_interval(row.get("iteration_s"), row.get("iteration_ci95_s")))
     widths = [max(len(column), *(len(line[i]) for line in cells)) for i, column in enumerate(columns)]
     lines = [[column.rjust(width) for column, width in zip(columns, widths, strict=True)]]
     lines += [[cell.rjust(width) for cell, width in zip(line, widths, strict=True)] for line in cells]
@@ -133,6 +139,18 @@ def _mark(row: dict, column: str, partial: dict[str, str]) -> str | None:
     if column not in PARTIAL_COLUMNS or not partial:
         return None
     return PARTIAL_MARK if row["run_id"] in partial and row[column] is not None else " "
+
+
+INTERVAL_COLUMN = "±95%"  # the iteration's 95% interval over its time
+
+
+def _relative_interval(seconds: float | None, ci95_s: float | None) -> str:
+    """"±2.1%"; "-" where either figure is unknown (a failed run, a single iteration)."""
+    finite = all(isinstance(v, float | int) and math.isfinite(v) for v in (seconds, ci95_s))
+    if not finite or not seconds:
+        return "-"
+    share = ci95_s / seconds
+    return f"±{share:.0%}" if share >= 1 else f"±{share:.1%}"
 
 
 def _cell(value, marked: str | None = None) -> str:

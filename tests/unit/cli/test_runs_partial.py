@@ -36,7 +36,10 @@ def test_runs_marks_a_failed_runs_times_and_names_the_phase_they_are_of(db, caps
     assert [partial[i] for i in times] == ["0.2000*", "6.2000*"]
     completed = rows["20261122T110000Z-0000c0de"].split()
     assert [completed[i] for i in times] == ["0.3200", "9.9200"]
-    assert rows["20261122T130000Z-0000dead"].split()[times[0] :] == ["-", "-"]  # nothing to mark
+    assert rows["20261122T130000Z-0000dead"].split()[times[0] :] == ["-", "-", "-"]  # nothing to mark
+    # each time with its interval, as `stash show` gives it: a run at ±330% read as firm as the others
+    interval = header.index("±95%") + 1
+    assert interval == times[0] + 1 and completed[interval] == "±1.0%"
     # the digits stay in line: the marker stands after them
     marked, plain = rows["20261122T120000Z-0000fa11"], rows["20261122T110000Z-0000c0de"]
     assert marked.index("0.2000*") == plain.index("0.3200")
