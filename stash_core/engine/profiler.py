@@ -45,7 +45,7 @@ from stash_core.engine.progress import Reporter
 from stash_core.engine.records import probe_record, spec_record
 from stash_core.engine.retry import aborted, transient
 from stash_core.engine.rounds import current_shortfalls, decide_next_round
-from stash_core.engine.script_job import no_loader_stalls, uncommunicating
+from stash_core.engine.script_job import no_loader_stalls, uncommunicating, unread_data_dir_stalls
 from stash_core.engine.spread_cause import quiet_load
 from stash_core.errors import MeasurementError, ProfileEnded, StashError, UsageError
 from stash_core.interrupts import reason as interrupt_reason
@@ -310,6 +310,8 @@ def breakdown_of_completed(
     apart = uncommunicating(completed)
     not_separable.update(apart)
     not_separable.update(no_loader_stalls(completed, spec.stalls))
+    for stall, why in unread_data_dir_stalls(completed, spec.stalls, spec.data_dir).items():
+        not_separable.setdefault(stall, why)  # no DataLoader at all says more
     times = {
         record["name"]: PhaseTime(record["iteration_s"]["mean"], record["iteration_s"]["ci95"])
         for record in completed

@@ -20,7 +20,7 @@ from stash_core.analysis.stats import launch_of_rounds, t_quantile_975
 from stash_core.engine.data_setup import cold_start_cached
 from stash_core.engine.launches import ROUNDS_BY_COUNT, ROUNDS_BY_TIME
 from stash_core.engine.paired import variance_components
-from stash_core.engine.script_job import no_loader_stalls, uncommunicating
+from stash_core.engine.script_job import no_loader_stalls, uncommunicating, unread_data_dir_stalls
 
 ITERATION = "iteration"  # the iteration time (the last run of the chain), held to the target like a stall
 MAX_ROUNDS_ESTIMATED = 1000
@@ -192,13 +192,15 @@ def current_shortfalls(launched, chain: list[str], target: float) -> list[Shortf
         return []
     # A stall with nothing to measure gets no round and no advice: the disk stall of a cold run that started
     # cached; a script's communication where it sets up no process group, its CPU and disk stalls where it
-    # iterates no DataLoader (the breakdown says why: profiler.breakdown_of_completed).
+    # iterates no DataLoader, its disk stall where it reads nothing under --data-dir (the breakdown says
+    # why: profiler.breakdown_of_completed).
     cached = cold_start_cached(
         outcome.get("resident_fraction_start") for _, outcome in launched.outcomes.get("R2", [])
     )
     outcomes = launched.outcomes
     latest = [dict(outcomes[name][-1][1], name=name) for name in times if outcomes.get(name)]
-    unmeasured = {**uncommunicating(latest), **no_loader_stalls(latest, ("cpu", "disk"))}
+    unmeasured = {**uncommunicating(latest), **unread_data_dir_stalls(latest, ("disk",)),
+                  **no_loader_stalls(latest, ("cpu", "disk"))}  # fmt: skip
     if cached is not None:
         unmeasured["disk"] = "R2 started cached"
     result = breakdown(times, chain, None, unmeasured or None, rounds)

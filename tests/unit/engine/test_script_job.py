@@ -164,3 +164,26 @@ def test_a_script_without_data_dir_says_only_the_loader_stalls_asked_for(tmp_pat
                       "--out", str(tmp_path / "r.json"), cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "not separable" not in done.stdout and "CPU prep" not in done.stdout
+
+
+def test_a_disk_stall_of_a_data_folder_the_script_never_opened_is_not_separable_said_once() -> None:
+    """It was stored as a measured 40% disk stall beside the warning that the cold and cached runs differ in
+    nothing the disk stall measures."""
+    from stash_core.engine.profiler import breakdown_of_completed
+    from stash_core.spec import ProfileSpec
+
+    times = {"R0": (0.0081, 0.0005), "R3": (0.0116, 0.0006), "R2": (0.0191, 0.0006)}
+    data = {"R0": "synthetic", "R3": "cached", "R2": "cold"}
+    script = {"loader_used": True, "batch_size": 16, "data_dir_opens": 0}
+    phases = [{"name": name, "status": "completed", "workers": 1, "data": data[name], "script": script,
+               "iteration_s": {"mean": mean, "ci95": ci95}} for name, (mean, ci95) in times.items()]
+    doc = {"phases": phases, "spec": {"batch_size": 16, "data_dir": "/data"}}
+    spec = ProfileSpec(model="script", script="train.py", batch_size=16, device="cpu", data_dir="/data")
+    doc["breakdown"] = breakdown_of_completed(doc, ["R0", "R3", "R2"], spec, [])
+    finish_script_doc(doc)
+    result = doc["breakdown"]
+    disk = result["stalls"]["disk"]
+    assert disk["status"] == "not_separable" and disk["seconds"] is None
+    assert disk["note"].startswith("the script opened no file under --data-dir /data in R3: it reads its")
+    assert result["stalls"]["cpu"]["status"] == "measured"  # R3 - R0 is still its data loading
+    assert sum("opened no file under" in w for w in result["warnings"]) == 1
