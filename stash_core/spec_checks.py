@@ -165,7 +165,8 @@ def _check_script(spec: ProfileSpec) -> None:
             f"--script {spec.script} is a {path.suffix.lower()} file, not a Python script: give the training "
             "script (.py)", "script", spec.script, "syntax",
         )  # fmt: skip
-    shell = _shell_launcher(source)
+    suffix = path.suffix.lower()
+    shell = _shell_launcher(source) or (f"a {suffix} file" if suffix in SHELL_SUFFIXES else None)
     if shell:
         raise FieldError(
             f"--script {spec.script} is a shell script ({shell}), not a Python script: give the Python "
@@ -326,6 +327,9 @@ def _arguments_typed_in(script: str) -> str:
             arguments = script[cut + 1 :].strip()
             return f" (a script's own arguments go after --: --script {shell_word(str(head))} -- {arguments})"
     return ""
+
+
+SHELL_SUFFIXES = (".sh", ".bash", ".zsh")  # a shell script without its #! line is one too
 
 
 def _shell_launcher(source: bytes) -> str | None:

@@ -163,6 +163,7 @@ def world(tmp_path_factory) -> dict[str, str]:
     (root / "plain").write_text("a plain file")
     (root / "ok_train.py").write_text("print('a script that parses')\n")
     (root / "launch.sh").write_text("#!/bin/bash\ntorchrun --nproc-per-node 2 ok_train.py\n")
+    (root / "go.sh").write_text("python ok_train.py --epochs 3\n")  # no #! line
     (root / "losses.csv").write_text("step,loss\n1,2.0\n")  # parses as Python: it failed in its first run
     # a notebook's JSON parses as a Python expression: it failed at run time ("name 'null' is not defined")
     notebook = {"cells": [{"cell_type": "code", "source": ["x = 1"], "outputs": [], "metadata": {},
@@ -788,6 +789,9 @@ CASES: list[tuple[str, list[str], str]] = [
      "no such file (a script's own arguments go after --: --script "),
     ("script-is-a-shell-launcher", ["profile", "--script", "{tmp}/launch.sh", "--db", "{db}"],
      "is a shell script (#!/bin/bash), not a Python script"),
+    # said "does not parse (line 1): invalid syntax"
+    ("script-is-a-shell-file-without-its-line", ["profile", "--script", "{tmp}/go.sh", "--db", "{db}"],
+     "is a shell script (a .sh file), not a Python script: give the Python training script it starts"),
     ("script-is-data", ["profile", "--script", "{tmp}/losses.csv", "--db", "{db}"],
      "is a .csv file, not a Python script"),
     ("script-dangling-link", ["profile", "--script", "{tmp}/link_train.py", "--db", "{db}"],
