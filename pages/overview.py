@@ -144,31 +144,36 @@ def main() -> None:
     recent = info["recent"].assign(error=info["recent"]["error"].fillna(""))
     # Workers and machines in one column, and no Error column while no run failed: the table fits the page.
     scale = [f"{w} × {n}" for w, n in zip(recent["workers_per_node"], recent["nodes"], strict=True)]
-    recent = recent.assign(workers_per_node=scale)
+    # a run as the charts and `stash show` name it: the random tail of its id (the whole id ran to 4 lines)
+    short = [views.breakdown.short_run_id(run_id) if len(run_id) > SHORT_ID_CHARS else run_id
+             for run_id in recent["run_id"]]  # fmt: skip
+    recent = recent.assign(workers_per_node=scale, run_id=short)
     marks = ("error", "time_of", "label", "figures")
-    hidden = ["nodes"] + [column for column in marks if not recent[column].any()]
+    # the device and the epoch are on the run's own page: eleven columns did not fit a 1280 px window
+    hidden = ["nodes", "device", "epoch_s"] + [column for column in marks if not recent[column].any()]
     show_table(
         recent.drop(columns=hidden),
         column_config={
-            "run_id": st.column_config.TextColumn("Run"),
+            "run_id": st.column_config.TextColumn("Run", help="The last part of the run id: `stash show` "
+                                                  "and the Stall breakdown page take it"),
             "started_at": st.column_config.DatetimeColumn("Started (UTC)", format="YYYY-MM-DD HH:mm"),
             "status": st.column_config.TextColumn("Status"),
             "model": "Model",
             "batch_size": st.column_config.NumberColumn("Batch"),
-            "workers_per_node": st.column_config.TextColumn("Workers × nodes"),
+            "workers_per_node": st.column_config.TextColumn("Workers", help="workers per machine × "
+                                                            "machines"),
             "instance": "Instance",
             "label": st.column_config.TextColumn("Label", help="contradicted: the machine does not fit the "
                                                  "instance label; the run's page says why"),
             "figures": st.column_config.TextColumn("Figures", help=FIGURES_HELP),
-            "device": "Device",
             "iteration_s": st.column_config.NumberColumn("Iteration (s)", format="%.4f"),
-            "epoch_s": st.column_config.NumberColumn("Epoch (s)", format="%.3f"),
             **({} if "error" in hidden else {"error": "Error"}),
             **({} if "time_of" in hidden else {"time_of": PARTIAL_TIMES}),
         },
     )
 
 
+SHORT_ID_CHARS = 12  # a run id this long or shorter is shown whole (an uploaded run's own id, say)
 # a run that did not complete: its times are one phase's (R0: one worker), as `stash runs` marks them
 PARTIAL_TIMES = st.column_config.TextColumn(
     "Partial times", help="a run that did not complete: its times are one phase's, not the job's"

@@ -158,7 +158,10 @@ def _narrowable(series: pd.Series) -> bool:
 
 
 def _is_text(series: pd.Series) -> bool:
-    return not (pd.api.types.is_numeric_dtype(series) or pd.api.types.is_bool_dtype(series))
+    """Not numbers, truth values or times (a time the grid draws on one line, and cuts: "2026-12-0")."""
+    types = pd.api.types
+    return not (types.is_numeric_dtype(series) or types.is_bool_dtype(series)
+                or types.is_datetime64_any_dtype(series))  # fmt: skip
 
 
 def _cell_text(value: Any) -> str:

@@ -10,6 +10,7 @@ from streamlit.testing.v1 import AppTest
 from support import REPO
 
 from stash_core import store, views
+from stash_core.views.breakdown import short_run_id
 
 R0_NOTE = (
     "failed in R1; its time is R0's (1 worker, synthetic data on the device), the last phase that completed"
@@ -43,4 +44,4 @@ def test_the_recent_runs_table_names_the_phase_only_while_a_run_has_such_times(e
     partial = partial_failed_doc()
     store.ingest_result(empty_db, partial)
     table = recent_table(empty_db).set_index("run_id")
-    assert table.loc[partial["run_id"], "time_of"] == R0_NOTE
+    assert table.loc[short_run_id(partial["run_id"]), "time_of"] == R0_NOTE

@@ -79,6 +79,8 @@ REFUSED = [
     # known not separable before any run: it ran R2 alone and then said so
     ("stalls-disk-of-a-script-without-data-dir", [*SCRIPT, "--stalls", "disk"],
      "--stalls disk: not separable for a script without --data-dir"),
+    ("stalls-disk-and-compute-of-a-script-without-data-dir", [*SCRIPT, "--stalls", "compute,disk"],
+     "(ask for cpu too, or give --data-dir DIR"),
     # the first profile wrote results/ into the data set, and the next read it as one more class
     ("db-inside-the-dataset", ["profile", "--model", "resnet10", "--batch-size", "4", "--dataset", "{tmp}/ds",
                                "--db", "{tmp}/ds/x.duckdb"], "/ds/x.duckdb is inside --dataset"),
@@ -110,6 +112,8 @@ STARTED = [
     ("iterations-fixed-with-a-cap", [*PROFILE, "--iterations", "10", "--max-iterations", "500"]),
     ("one-class", [*PROFILE, "--input-shape", "3,32,32", "--num-classes", "1"]),
     ("instance-of-200", [*PROFILE, "--instance", "i" * 200]),
+    # CPU and disk of a script without --data-dir: one input-pipeline stall (the Run page asks so by default)
+    ("stalls-cpu-and-disk-of-a-script-without-data-dir", [*SCRIPT, "--stalls", "compute,cpu,disk"]),
 ]
 
 
