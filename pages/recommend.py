@@ -204,8 +204,11 @@ def ranked_view(ranked: pd.DataFrame) -> None:
     gpus, source = views.recommend.gpus_used(ranked), views.recommend.marked_source(ranked)
     ranked = ranked.assign(source=source, gpus=gpus)
     columns = ["rank", "config", "accelerator", "gpus", "source", "comm_error", "training_h", "training_usd",
-               "usd_per_h", "price_date", "iteration_s", "basis"]  # fmt: skip
-    table = ranked[[*columns, "note"]]
+               "usd_per_h", "price_date", "iteration_s", "basis", "note"]  # fmt: skip
+    # a basis or note alike in every row said once under the table: repeated, it made each row 9 lines tall
+    table, alike = views.recommend.alike_in_every_row(ranked[columns], ["basis", "note"])
+    # the notes, each of many rows, said once each below: in a column they made every row nine lines tall
+    notes = table.pop("note") if "note" in table else None
     show_table(
         table,
         column_config={
@@ -219,6 +222,12 @@ def ranked_view(ranked: pd.DataFrame) -> None:
             "iteration_s": st.column_config.NumberColumn("iteration (s)", format="%.4f"),
         },
     )
+    for column, value in alike.items():
+        st.caption(f"Every configuration's {column}: {plain(value)}")
+    if notes is not None:
+        said = views.recommend.ranks_by_note(table["rank"], notes)
+        with st.expander(f"The configurations' notes ({len(said)})", icon=":material/notes:"):
+            st.markdown("\n".join(f"- **{plain(ranks)}:** {plain(note)}" for note, ranks in said.items()))
     st.subheader("Where the time of each choice goes")
     shown = ranked.head(CHART_OPTIONS)
     if len(ranked) > CHART_OPTIONS:  # said: the chart is of the cheapest, the table above has them all

@@ -164,6 +164,46 @@ CATALOG_GROUPS = {
 }
 
 
+def alike_in_every_row(frame: pd.DataFrame, columns: list[str]) -> tuple[pd.DataFrame, dict[str, str]]:
+    """The table without what every row of it (two or more) says alike, and {column: that text}: a column of
+    one text is left out, and a note's parts ("; ") that every row has are taken out of each (said once under
+    the table rather than in every row)."""
+    if len(frame) < 2:
+        return frame, {}
+    alike = {}
+    for column in columns:
+        if column not in frame or not frame[column].notna().all():
+            continue
+        parts = [str(text).split("; ") for text in frame[column]]
+        shared = [part for part in parts[0] if part and all(part in row for row in parts[1:])]
+        if not shared:
+            continue
+        alike[column] = "; ".join(shared)
+        rest = ["; ".join(part for part in row if part not in shared) for row in parts]
+        frame = frame.drop(columns=column) if not any(rest) else frame.assign(**{column: rest})
+    return frame, alike
+
+
+def ranks_by_note(ranks: pd.Series, notes: pd.Series) -> dict[str, str]:
+    """{note: "ranks 1-3, 7"} of the rows that carry each note, in the order of their first row."""
+    rows: dict[str, list[int]] = {}
+    for rank, note in zip(ranks, notes, strict=True):
+        if isinstance(note, str) and note:
+            rows.setdefault(note, []).append(int(rank))
+    return {note: f"rank{'s' * (len(found) > 1)} {_runs_of(found)}" for note, found in rows.items()}
+
+
+def _runs_of(numbers: list[int]) -> str:
+    """"1-3, 7" of [1, 2, 3, 7]."""
+    spans: list[list[int]] = []
+    for number in sorted(numbers):
+        if spans and number == spans[-1][1] + 1:
+            spans[-1][1] = number
+        else:
+            spans.append([number, number])
+    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans)
+
+
 def in_catalog_words(text: str) -> str:
     """A catalog message with each column's name as the editor heads it ("on_demand_usd_per_h must not be
     negative" -> "on-demand (USD/h) must not be negative")."""

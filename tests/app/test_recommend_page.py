@@ -109,6 +109,13 @@ def test_recommendation_with_pareto_chart_and_explanation(populated, monkeypatch
     # (the table said the compute path's alone, ±41% under a card's ±49%, with no ±comm or GPU)
     assert {"accelerator", "gpus", "comm_error"} <= set(ranked.columns)
     assert ranked.set_index("config").loc["1 x p3.16xlarge", "gpus"] == "8/8"
+    # a basis is a column where rows differ, else said once under the table; the notes are listed once each,
+    # with the ranks that carry them (in a column they made every row nine lines tall)
+    said = " ".join(c.value for c in app.caption)
+    assert ("basis" in ranked.columns) != ("Every configuration's basis: " in said)
+    assert "note" not in ranked.columns
+    notes = next(e for e in app.expander if e.label.startswith("The configurations' notes"))
+    assert "- **rank" in notes.markdown[0].value
     # the catalog's old prices are said with the command that refreshes them as code (shown as `...` text)
     old = [w.value for w in app.warning if "older than 90 days" in w.value]
     assert old and "`stash instances import --skypilot` refreshes them" in old[0], old

@@ -425,3 +425,21 @@ def test_a_catalog_message_names_the_columns_as_the_editor_heads_them():
     said = views.recommend.in_catalog_words("instance g3.16xlarge: on_demand_usd_per_h must not be negative, "
                                             "got -5.0; spot_usd_per_h too")  # fmt: skip
     assert said == "instance g3.16xlarge: on-demand (USD/h) must not be negative, got -5.0; spot (USD/h) too"
+
+
+def test_a_text_alike_in_every_row_is_said_once():
+    """Recommend's table repeated one long note and basis in every row, nine lines tall each."""
+    notes = ["CPU not predicted; all-reduce over NVSwitch", "CPU not predicted; over TCP"]
+    frame = pd.DataFrame({"basis": ["roofline", "roofline"], "config": ["a", "b"], "note": notes})
+    table, alike = views.recommend.alike_in_every_row(frame, ["basis", "note", "config"])
+    assert alike == {"basis": "roofline", "note": "CPU not predicted"}
+    assert list(table.columns) == ["config", "note"]
+    assert list(table["note"]) == ["all-reduce over NVSwitch", "over TCP"]
+    assert views.recommend.alike_in_every_row(frame.head(1), ["basis"])[1] == {}  # one row: its own cells
+
+
+def test_each_note_names_the_ranks_that_carry_it():
+    ranks = pd.Series([1, 2, 3, 4, 5, 7])
+    notes = pd.Series(["over NVSwitch", "over NVSwitch", "over TCP", "over NVSwitch", None, "over NVSwitch"])
+    assert views.recommend.ranks_by_note(ranks, notes) == {"over NVSwitch": "ranks 1-2, 4, 7",
+                                                           "over TCP": "rank 3"}  # fmt: skip
