@@ -258,9 +258,11 @@ def simulation_view(request: dict) -> None:
     for note in rows.attrs.get("notes", []):
         st.info(plain(note), icon=":material/info:")
     show_table(
-        rows,
+        rows.assign(p_deadline=rows["p_deadline"] * 100),  # in whole percent, as its interval beside it
         column_config={
-            "p_deadline": st.column_config.NumberColumn("P(deadline met)", format="percent"),
+            "p_deadline": st.column_config.NumberColumn("P(deadline met)", format="%.0f%%"),
+            "p_deadline_range": st.column_config.TextColumn("95% interval", help="Of the share of runs "
+                                                            "that met the deadline (Wilson's interval)"),
             "mean_time_s": st.column_config.NumberColumn("mean time (s)", format="%.0f"),
             "p90_time_s": st.column_config.NumberColumn("p90 time (s)", format="%.0f"),
             "mean_cost_usd": st.column_config.NumberColumn("mean cost ($)", format="%.4g"),

@@ -217,6 +217,18 @@ def linear_combination_ci95(coefficients: dict[str, float], ci95: dict[str, floa
     return math.sqrt(math.fsum((c * ci95[key]) ** 2 for key, c in coefficients.items() if c))
 
 
+def share_ci95(successes: int, trials: int) -> tuple[float, float]:
+    """The 95% interval (Wilson's score interval) of a share of `successes` in `trials` independent trials:
+    it stays inside 0..1 and is not empty at 0 or all (as the normal one is); (0, 1) without trials."""
+    if trials <= 0:
+        return 0.0, 1.0
+    z = 1.959963984540054
+    share, spread = successes / trials, z * z / trials
+    centre = (share + spread / 2) / (1 + spread)
+    half = z * math.sqrt(share * (1 - share) / trials + spread / (4 * trials)) / (1 + spread)
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
 def resolved(value: float, ci95: float | None) -> bool:
     """Whether an estimate is resolved: its 95% interval is no wider than its magnitude, so the interval
     does not reach past zero. An unknown interval (None) is taken as resolved; an infinite one never is."""

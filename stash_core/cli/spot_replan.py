@@ -205,11 +205,12 @@ def cmd_spot_simulate(args: argparse.Namespace) -> int:
     source = f"trace {args.trace}" if trace is not None else f"{args.rate_per_h:g} revocations/h per instance"
     lines = [f"target loss {args.target_loss:g} by {args.deadline_s:.0f} s; {source}; "
              f"{args.revocation_s:.0f} s per revocation",
-             f"  {'strategy':<15}{'first plan':<34}{'runs':>6}{'P(deadline)':>13}{'mean s':>9}{'p90 s':>9}"
-             f"{'mean $':>9}{'revoked':>9}"]  # fmt: skip
+             f"  {'strategy':<15}{'first plan':<34}{'runs':>6}{'P(deadline)':>13}{'95% interval':>14}"
+             f"{'mean s':>9}{'p90 s':>9}{'mean $':>9}{'revoked':>9}"]  # fmt: skip
     for row in rows:
+        low, high = row["p_deadline_ci95"]
         lines.append(f"  {row['strategy']:<15}{row['first_plan']:<34}{row['runs']:>6}"
-                     f"{row['p_deadline']:>13.0%}"
+                     f"{row['p_deadline']:>13.0%}{f'{low:.0%}-{high:.0%}':>14}"
                      f"{_seconds(row['mean_time_s']):>9}{_seconds(row['p90_time_s']):>9}"
                      f"{row['mean_cost_usd']:>9.2f}{row['mean_revocations']:>9.1f}")  # fmt: skip
     lines += simulation_notes(rows)

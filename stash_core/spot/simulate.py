@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from stash_core.analysis.stats import share_ci95
 from stash_core.errors import UsageError
 from stash_core.spot.model import Worker, Workload
 from stash_core.spot.planner import InstanceOffer, PlanResult, plan_spot_cluster
@@ -234,6 +235,8 @@ def simulate(spot_offers: list[InstanceOffer], on_demand_offers: list[InstanceOf
             "runs": count, "runs_asked": (
                 runs if revoked and trace is None and rate_per_h > 0 else 1),
             "p_deadline": float(np.mean([o["met"] for o in outcomes])),
+            # the share of `count` runs: its 95% interval, as every other figure Stash gives has one
+            "p_deadline_ci95": list(share_ci95(sum(bool(o["met"]) for o in outcomes), count)),
             "never_finishes": sum(1 for t in times if not math.isfinite(t)),
             "mean_time_s": _finite_or_none(float(np.mean(times)) if all(map(math.isfinite, times)) else None),
             "p90_time_s": _finite_or_none(_p90(times)),
@@ -290,9 +293,11 @@ class PlanRisk:
         if self.runs_asked and self.runs < self.runs_asked:
             runs = (f"{self.runs} of {self.runs_asked} simulated runs, at the work limit of "
                     f"{MAX_RISK_REPLANS:,} re-plans or {MAX_RISK_CLUSTERS:,} candidate clusters")  # fmt: skip
+        low, high = share_ci95(round(self.p_deadline * self.runs), self.runs)
         return (
             f"at {self.rate_per_h:g} revocations per instance per hour ({runs}, {self.revocation_s:g} s "
-            f"lost a revocation): meets the deadline in {self.p_deadline:.0%} of runs, expected cost "
+            f"lost a revocation): meets the deadline in {self.p_deadline:.0%} of runs ({low:.0%} to "
+            f"{high:.0%}, 95%), expected cost "
             f"{usd_words(self.mean_cost_usd)} with revocations{never}"
         )
 

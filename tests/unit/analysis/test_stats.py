@@ -129,3 +129,12 @@ def test_a_fractional_degree_of_freedom_takes_the_quantile_there_not_the_whole_n
         assert t_quantile_975(dof) == table
     assert t_quantile_975(0.5) == 12.706  # never fewer than one degree of freedom
     assert t_quantile_975(2.0001) == pytest.approx(4.303, abs=2e-3)  # continuous with the table
+
+
+def test_a_share_of_trials_has_wilsons_interval():
+    from stash_core.analysis.stats import share_ci95
+
+    assert share_ci95(5, 10) == pytest.approx((0.2366, 0.7634), abs=1e-4)  # the textbook figures
+    assert share_ci95(0, 10) == pytest.approx((0.0, 0.2775), abs=1e-4)  # not empty at none
+    assert share_ci95(10, 10) == pytest.approx((0.7225, 1.0), abs=1e-4)
+    assert share_ci95(0, 0) == (0.0, 1.0)
