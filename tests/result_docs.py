@@ -196,6 +196,17 @@ def partial_failed_doc(**kwargs: Any) -> dict[str, Any]:
     return doc
 
 
+def without_iteration_time(doc: dict[str, Any]) -> dict[str, Any]:
+    """`doc` with a breakdown of no iteration time, as a file gives it for a run that timed nothing: no
+    reference run, interval, stall figure or share (a NaN beside a timed reference run is refused)."""
+    breakdown = doc["breakdown"]
+    breakdown.update(iteration_s=float("nan"), iteration_ci95_s=None, reference_phase=None)
+    for stall in breakdown["stalls"].values():
+        stall.update(seconds=None, ci95_s=None, raw_s=None, share=None, epoch_s=None, epoch_ci95_s=None,
+                     status="not_measured")  # fmt: skip
+    return doc
+
+
 def _header(name: str, data: str, workers: int, nodes: int) -> dict[str, Any]:
     where = "1 worker" if name == "R0" else f"{workers} workers on one machine"
     if nodes > 1:

@@ -64,7 +64,8 @@ def test_a_bad_file_beside_a_good_one_leaves_the_store_button(populated_db: Path
     assert not app.exception
     assert run_count(populated_db) == 6
     assert GOOD_ID in _stored_ids(populated_db) and BAD_ID not in _stored_ids(populated_db)
-    assert any("Stored 1 run(s) from 1 file(s)." in s.value for s in app.success)
+    said = "Stored 1 run(s) from 1 file(s); 2 refused file(s) were left out."
+    assert any(said in s.value for s in app.success)
 
 
 def test_a_preview_that_cannot_be_drawn_keeps_the_store_button(
@@ -158,7 +159,7 @@ def test_an_exports_tables_stored_together_are_counted_as_the_files_they_are(
     app.button(key="upload-store").click().run()
     assert not app.exception
     said = [s.value for s in app.success]
-    assert any("Stored 5 run(s) from 4 file(s)." in line for line in said), said
+    assert any("Stored 5 run(s) from 4 file(s) in a new database, " in line for line in said), said
 
 
 

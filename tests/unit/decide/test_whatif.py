@@ -6,7 +6,7 @@ import json
 
 import duckdb
 import pytest
-from result_docs import result_doc
+from result_docs import result_doc, without_iteration_time
 from support import TINY_CNN, stash_main
 
 from stash_core.decide.whatif import cpu_stall_elsewhere, format_whatif, whatif
@@ -30,6 +30,9 @@ def test_cpu_cores_needed_follow_from_r3_and_the_loader_workers(tmp_path):
     assert cpu["status"] == "answered"
     assert cpu["per_sample_cpu_ms"] == pytest.approx(0.5 / 32 * 1e3)
     assert cpu["cores_per_worker_needed"] == 2
+    # the loader's time per sample is taken as CPU work, and said so: a sleep in a loader read as CPU
+    said = "15.62 ms of loading per sample, taken as CPU work: a loader that waits on storage"
+    assert said in cpu["summary"]
     assert cpu["predicted_iteration_s"] == pytest.approx(0.25 + 0.2)
     by_cores = {row["cores_per_worker"]: row["iteration_s"] for row in cpu["predictions"]}
     assert by_cores[1] == pytest.approx(0.7)  # one core: what was measured
@@ -115,8 +118,7 @@ def test_unmeasured_and_single_machine_answers(tmp_path):
         whatif(db, failed)
     with pytest.raises(UsageError, match="no run"):
         whatif(db, "missing")
-    unknown = result_doc(run_id="no-iteration-time")
-    unknown["breakdown"]["iteration_s"] = float("nan")  # a file's "unknown"
+    unknown = without_iteration_time(result_doc(run_id="no-iteration-time"))  # a file's "unknown"
     ingest_result(db, unknown)
     with pytest.raises(UsageError, match="has no iteration time: nothing to ask of it"):
         whatif(db, "no-iteration-time")

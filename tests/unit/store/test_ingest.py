@@ -9,6 +9,7 @@ from pathlib import Path
 import duckdb
 import pandas as pd
 import pytest
+from result_docs import without_iteration_time
 
 from stash_core import store
 from stash_core.errors import StashError, UsageError
@@ -426,12 +427,7 @@ def test_an_impossible_number_is_refused_and_shares_follow_the_seconds(db_path, 
 
 
 def test_an_unknown_iteration_time_leaves_the_epoch_and_the_shares_unknown(db_path, result_doc):
-    doc = result_doc(run_id="no-iteration-time")
-    breakdown = doc["breakdown"]  # of a run that timed nothing: a file's "unknown" throughout
-    breakdown.update(iteration_s=float("nan"), iteration_ci95_s=None, reference_phase=None)
-    for stall in breakdown["stalls"].values():
-        stall.update(seconds=None, ci95_s=None, raw_s=None, share=None, epoch_s=None, epoch_ci95_s=None,
-                     status="not_measured")
+    doc = without_iteration_time(result_doc(run_id="no-iteration-time"))  # a file's "unknown"
     store.ingest_result(db_path, doc)
     with duckdb.connect(str(db_path), read_only=True) as con:
         run = con.execute("SELECT iteration_s, epoch_s FROM runs").fetchall()[0]
