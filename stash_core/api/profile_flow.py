@@ -22,7 +22,7 @@ import stash_core
 from stash_core import store
 from stash_core.api.profile_inputs import built_model, data_and_model, data_folder
 from stash_core.catalog import check_document
-from stash_core.engine.jobs import jobs_dir, register_profile
+from stash_core.engine.jobs import ProfileRecord, jobs_dir, register_profile
 from stash_core.engine.link_watch import LinkWatch
 from stash_core.engine.machine import cuda_device_count, refuse_auto_only, resolve_device, validate
 from stash_core.engine.profiler import run_profile
@@ -136,7 +136,10 @@ def run_profile_flow(
     # set prepared there). A data set refused takes the registration back, and the folders it made.
     existed, refused = nearest_existing(jobs_dir(db_path)), False
     try:
-        with register_profile(db_path, command, label, origin) as record:
+        # --no-store writes no database, nor a job folder beside the one it names (it was made in the folder
+        # the command ran from)
+        unregistered = ProfileRecord(None)
+        with unregistered if args.no_store else register_profile(db_path, command, label, origin) as record:
             reporter = record.reporter(make_reporter(args.progress))
             try:
                 data, model_info = data_and_model(spec, info, reporter)
