@@ -150,7 +150,8 @@ def cpu_answer(run: dict[str, Any], times: dict[str, float], stalls: dict[str, d
         "predictions": predictions,
         "summary": (
             f"{needed} CPU cores per worker (as DataLoader workers) hide the CPU stall "
-            f"({sample_cpu_s * 1e3:.2f} ms of CPU per sample); {machine}"
+            f"({sample_cpu_s * 1e3:.2f} ms of loading per sample, taken as CPU work: a loader that waits on "
+            f"storage is hidden by more loader workers, not more cores); {machine}"
         ),
     }
 

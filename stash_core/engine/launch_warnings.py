@@ -27,7 +27,7 @@ def pooled_warnings(
     by_name = {record["name"]: record for record in completed}
     more_time = f"more time (--max-phase-seconds, now {max_phase_s:g} s per run)"
     why = {
-        ROUNDS_BY_TIME: f"the rounds stopped at the time budget: {more_time} allows more",
+        ROUNDS_BY_TIME: f"the rounds stopped at the time budget: {more_time} allows more rounds of launches",
         ROUNDS_BY_COUNT: "the rounds stopped at their cap",
     }.get(stopped_by or "", "more launches (--launches) would narrow it")
     for shortfall in [] if fixed else shortfalls or []:
@@ -69,8 +69,9 @@ def overrun_warning(record: dict, max_phase_s: float) -> str | None:
     launches = len(record.get("launches") or []) or 1
     return (
         f"{record['name']} ran {wall_s:.0f} s in {launches} launch(es), over --max-phase-seconds "
-        f"{max_phase_s:g}: each launch starts up first and looks at its clock only after its first 10 "
-        f"iterations{each}; a larger --max-phase-seconds (or fewer --launches) is a cap it can keep"
+        f"{max_phase_s:g}: each launch starts up first (its processes, imports and the job's own setup) "
+        f"and looks at its clock only after its first 10 iterations{each}; a larger --max-phase-seconds "
+        "(or fewer --launches) is a cap it can keep"
     )
 
 

@@ -327,5 +327,7 @@ def test_a_run_far_past_its_time_says_why() -> None:
     said = overrun_warning(record, 10.0)
     assert said is not None and said.startswith("R1n ran 43 s in 3 launch(es), over --max-phase-seconds 10")
     assert "after its first 10 iterations (0.88 s each here)" in said
+    # a script's own setup is part of a launch's start-up (10 fast iterations could not explain 12 s)
+    assert "each launch starts up first (its processes, imports and the job's own setup)" in said
     assert overrun_warning({**record, "wall_s": 19.0}, 10.0) is None  # within twice the cap
     assert overrun_warning({**record, "wall_s": 7.0}, 2.0) is None  # a start-up's seconds over a tiny cap
