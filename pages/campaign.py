@@ -131,8 +131,10 @@ def plan_view(answer: CampaignPlan) -> None:
         "Start to end", f"{answer.wall_s / 60:,.1f} min", at_once, delta_color="off", delta_arrow="off"
     )
     dates = sorted(answer.price_dates)  # the oldest shown whole: several dates were cut to "2022-01-01, …"
-    shown = "-" if not dates else dates[0] if len(dates) == 1 else f"{dates[0]} +{len(dates) - 1}"
-    cols[3].metric("Prices of", shown, help=", ".join(dates) or None)
+    label = "Prices of" if len(dates) < 2 else "Oldest price of"  # "2022-01-01 +1" was read as a typo
+    later = f"{len(dates) - 1} later date(s)" if len(dates) > 1 else None
+    cols[3].metric(label, dates[0] if dates else "-", later, delta_color="off", delta_arrow="off",
+                   help=", ".join(dates) or None)
     st.markdown(answer.total_text)
     if answer.price_warning:  # as Recommend warns: this page is the one that spends money at them
         st.warning(answer.price_warning, icon=":material/sell:")

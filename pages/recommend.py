@@ -83,6 +83,7 @@ def request_form() -> RecommendRequest | None:
             key=f"rec-samples-{defaults.kind}",
             persist_state="session",
         )  # fmt: skip
+        WORDS["dataset_images: "] = f"{defaults.samples_label}: "  # the field as this model labels it
         habits = st.columns(4)
         kind = defaults.kind
         memory_format = habits[0].selectbox(
@@ -350,7 +351,7 @@ WORDS = {
     "(give --interconnect ": "(set its interconnect in the Links columns to ",
     "(listed with --all)": "(in the download of all configurations)",
     "batch_size: ": "Batch size per worker: ",  # the API's argument names as the form's fields
-    "dataset_images: ": "the samples in one epoch: ", "budget_hours: ": "Time budget: ",
+    "dataset_images: ": "Samples in one epoch: ", "budget_hours: ": "Time budget: ",
     "epochs: ": "Epochs: ", "max_usd: ": "Cost limit: ",
     "max_instances: ": "Most instances of one type: ",
     "workers_per_instance: ": "GPUs used per instance: ",

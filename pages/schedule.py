@@ -159,6 +159,10 @@ def form() -> None:
 
 def show(doc: dict, key: str) -> None:
     st.subheader(f"{plain(doc['trace'])} · {int(doc['jobs']):,} jobs reported")
+    cluster = doc.get("cluster") or {}
+    if cluster:  # as the command's first line says it
+        st.markdown(f"On {cluster['switches']} switch(es) × {cluster['nodes_per_switch']} nodes × "
+                    f"{cluster['gpus_per_node']} GPUs ({int(cluster['gpus']):,} GPUs)")  # fmt: skip
     tuning = str(doc["tuning"])
     st.caption(f"{tuning[:1].upper()}{tuning[1:]}. A simulation, not a measurement.")
     for line in view.winners(doc):

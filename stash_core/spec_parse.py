@@ -70,12 +70,12 @@ class Number:
         if not self.whole and finite_float(value) is None:
             return f"must be a finite number, got {value!r}"
         if value < self.low or (self.low_open and value == self.low):
-            return f"must be {self.describe()}, got {value!r}"
+            return f"must be {self.describe()}, got {_number_text(value)}"
         if value > self.high or (self.high_open and value == self.high):
             if self.high_open:
-                return f"must be {self.describe()}, got {value!r}"
+                return f"must be {self.describe()}, got {_number_text(value)}"
             high = f"{int(self.high):,}" if self.whole else f"{self.high:,g}"
-            return f"must be at most {high}, got {value!r}"
+            return f"must be at most {high}, got {_number_text(value)}"
         return None
 
     def describe(self) -> str:
@@ -84,6 +84,14 @@ class Number:
         low = f"{int(self.low)}" if self.whole else f"{self.low:g}"
         kind = "an integer" if self.whole else "a number"
         return f"{kind} {'>' if self.low_open else '>='} {low}"
+
+
+def _number_text(value: float) -> str:
+    """A number in a message as its limit is written: 1,000,000,000,000 and 0 (not 1000000000000 and 0.0);
+    a float that is not whole as Python writes it, 1e+300 included."""
+    if isinstance(value, int) or (value.is_integer() and abs(value) < 1e15):
+        return f"{int(value):,}"
+    return f"{value:g}" if float(f"{value:g}") == value else repr(value)
 
 
 def count(high: float = INT32_MAX) -> Number:

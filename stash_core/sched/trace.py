@@ -98,7 +98,7 @@ def jobs_from_frame(frame: pd.DataFrame, db_path: Path | None = None, what: str 
         submit_s = _number(row["submit_time"], f"{name} submit_time")
         if abs(submit_s) > MAX_ABS_SUBMIT_S:
             raise UsageError(
-                f"{name} submit_time must be within +-{MAX_ABS_SUBMIT_S:.0e} s, got {submit_s!r}"
+                f"{name} submit_time must be within ±{MAX_ABS_SUBMIT_S:.0e} s, got {submit_s!r}"
             )
         # the name the model's profiles are stored under: a trace's ResNet50 is the zoo's resnet50
         model = canonical_model(str(row["model_name"])) if _present(row.get("model_name")) else None

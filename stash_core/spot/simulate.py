@@ -255,7 +255,7 @@ def simulation_notes(rows: list[dict]) -> list[str]:
             lines.append(f"{row['strategy']}: no plan meets the deadline even without revocations "
                          f"({row['infeasible_reason']}); its runs train the fastest cluster")  # fmt: skip
         if row["runs"] < row["runs_asked"]:
-            lines.append(f"{row['strategy']}: stopped after {row['runs']} of {row['runs_asked']} runs, at "
+            lines.append(f"{row['strategy']}: stopped after {row['runs']:,} of {row['runs_asked']:,} runs, at "
                          f"the work limit ({MAX_SIMULATED_REVOCATIONS:,} simulated revocations or "
                          f"{MAX_SIMULATED_CLUSTERS:,} candidate clusters re-planned)")  # fmt: skip
         if row["never_finishes"]:

@@ -84,6 +84,9 @@ def check_sql(sql: str) -> str:
             "a PIVOT needs an explicit IN (...) list in the console, e.g. PIVOT runs ON status "
             "IN ('completed', 'failed') USING count(*): without one DuckDB first creates a type of the values"
         )
+    elif kind == "CALL" and words[:1] == ["call"]:  # it may write (CALL checkpoint()): read through SELECT
+        raise UsageError("CALL statements are refused: the console runs queries; a table function that reads "
+                         "is read with SELECT * FROM it, e.g. SELECT * FROM pragma_version()")  # fmt: skip
     elif kind not in _READING_TYPES:
         raise UsageError(f"{_statement_label(kind, words)} statements are refused: the console is read-only")
     for word in words:

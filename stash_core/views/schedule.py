@@ -163,6 +163,8 @@ def summary_table(doc: dict[str, Any]) -> pd.DataFrame:
     """The summary as the page shows it: times in hours, the busy share in percent, headers in words."""
     frame = summary_frame(doc)
     table = frame[["policy", "label"]].copy()
+    if (table["label"] == table["policy"]).all():  # "fifo | fifo": a label says more only with a setting
+        table = table.drop(columns="label")
     for column, label in SUMMARY.items():
         table[f"{label} (h)"] = (frame[column] / 3600).round(2)
     counts = (("preemptions", "preemptions"), ("spread_jobs", "jobs placed looser than their tightest"))

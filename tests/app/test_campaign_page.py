@@ -75,7 +75,9 @@ def test_the_plan_of_three_instance_types_with_its_total_and_price_dates(empty_d
     total = cents_up(total)  # shown as the budget check writes it: a budget of that figure passes
     assert metrics["Cost at catalog prices"] == f"${total:.2f}"
     assert metrics["Machine time"] == f"{table['machine_min'].sum():.1f} min"
-    assert metrics["Prices of"] == "2022-01-01 +1"  # the oldest whole ("2022-01-01, ..." was cut)
+    # the oldest whole ("2022-01-01, ..." was cut), and the others counted in words ("+1" read as a typo)
+    assert metrics["Oldest price of"] == "2022-01-01"
+    assert {metric.label: metric.delta for metric in app.metric}["Oldest price of"] == "1 later date(s)"
     assert f"Total: {table['machine_min'].sum():.1f} min of machine time, ${total:.2f} at catalog prices " \
            "(prices of 2022-01-01, 2025-01-01)" in _texts(app)  # fmt: skip
     # the page that spends money warns of old prices, as Recommend does (it said nothing)

@@ -305,7 +305,9 @@ def test_a_value_beyond_a_limit_is_named_by_the_forms_field(populated, monkeypat
 
 @pytest.mark.parametrize(("key", "field"), [("rec-batch-resnet50", "Batch size per worker"),
                                             ("rec-max-instances", "Most instances of one type"),
-                                            ("rec-workers", "GPUs used per instance")])  # fmt: skip
+                                            ("rec-workers", "GPUs used per instance"),
+                                            # said "the samples in one epoch" of an image model's field
+                                            ("rec-samples-image", "Images in one epoch")])  # fmt: skip
 def test_a_fraction_in_a_whole_number_field_is_named_not_cut(populated, monkeypatch, key, field):
     """The browser's whole-number inputs read 2.5 as 2 without a word; the fields take any number now, and
     the request names the one that is not whole."""

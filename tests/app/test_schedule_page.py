@@ -41,6 +41,7 @@ def test_a_synthetic_simulation_is_stored_and_compared(tmp_path, monkeypatch):
     assert len(list((tmp_path / "results").glob("sim-*.json"))) == 1
     text = " ".join(md.value for md in app.markdown)
     assert "Lowest makespan:" in text and "Lowest communication overhead:" in text
+    assert "On 2 switch(es) × 4 nodes × 8 GPUs (64 GPUs)" in text  # the cluster, as the command says it
     assert "timers set online" in " ".join(c.value for c in app.caption).lower()
     assert set(app.table[0].value.index) == {"fifo", "las", "network-preempt"}
     assert any("mean queueing delay" in str(chart.spec) for chart in app.get("vega_lite_chart"))

@@ -77,7 +77,7 @@ REFUSED = {
     "SET threads = 1": "SET",
     "PRAGMA threads = 1": "PRAGMA",
     "PRAGMA enable_profiling": "PRAGMA",
-    "CALL pragma_version()": "CALL",
+    "CALL pragma_version()": "read with SELECT * FROM it, e.g. SELECT * FROM pragma_version()",
     "CHECKPOINT": "CHECKPOINT",
     "SELECT * FROM read_csv('/etc/passwd')": "read_csv",
     "SELECT * FROM read_csv_auto('/etc/passwd')": "read_csv_auto",

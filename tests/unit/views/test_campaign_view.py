@@ -154,7 +154,8 @@ def test_batch_sizes_and_typed_instance_types() -> None:
         with pytest.raises(UsageError, match="batch size"):
             view.batch_sizes(bad)
     # a positive integer beyond the bound is said to be too large, not "not a positive integer"
-    for large, said in (("99999999999999999999", "99999999999999999999"), ("2000000", "2000000")):
+    # (its figure written as the limit is: "1,048,576, got 2000000" read as two kinds of number)
+    for large, said in (("99999999999999999999", "99999999999999999999"), ("2000000", "2,000,000")):
         with pytest.raises(UsageError, match=f"batch size must be at most 1,048,576, got {said}$"):
             view.batch_sizes(large)
     assert view.instance_names(["g5.xlarge"], "p3.2xlarge, g5.xlarge") == ("g5.xlarge", "p3.2xlarge")

@@ -113,6 +113,7 @@ def test_the_summary_names_the_spread_count_as_what_it_counts():
     table = schedule.summary_table(doc)
     assert "jobs placed across nodes" not in table.columns
     assert table["jobs placed looser than their tightest"].tolist() == [0]
+    assert "label" not in table.columns  # "fifo" again beside "fifo": a label only where it says more
 
 
 def test_past_simulations_say_their_time_zone(tmp_path):
