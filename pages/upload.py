@@ -134,7 +134,7 @@ def store_view(report: views.upload.UploadReport) -> None:
     where = "a new database" if created else "the database"
     label = f"Store {len(new)} new run(s) in {where}" if new else "All these runs are already stored"
     left_out = f" · {len(report.bad)} refused file(s) are left out" if report.bad else ""
-    shown = views.common.new_database_words(database) if created else f"`{database}`"
+    shown = views.common.new_database_words(database, "Store") if created else f"`{database}`"
     st.caption(f"Database: {plain(shown) if created else shown}{left_out}")
     if st.button(label, type="primary", disabled=not new, key="upload-store", icon=":material/save:"):
         outcomes = views.upload.store_uploads(database, report)

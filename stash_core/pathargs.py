@@ -237,32 +237,33 @@ def check_outputs(parser: argparse.ArgumentParser, args: argparse.Namespace, db:
     refuse_writes_into_data(actions, args, db)
 
 
-# Folders read as a training job's data: what a command writes inside one is read as data by the next.
-DATA_FOLDERS = ("dataset", "data_dir")
+# Folders read as a training job's data: what a command writes inside one is read as data by the next. A
+# --dataset is read as its class folders, so what lands there is the database's results/ beside it; a
+# --data-dir is read whole by the script, so any output inside it is.
+DATA_FOLDERS = {"dataset": False, "data_dir": True}  # dest -> whether its outputs count too
 
 
 def refuse_writes_into_data(
     actions: list[argparse.Action], args: argparse.Namespace, db: Path | None
 ) -> None:
-    """UsageError where the database (with its results/ and job folders beside it) or an output lies inside a
-    data folder the command reads: the next profile would read them as its data (a folder of result files
-    as one more class)."""
-    folders = [(f"--{dest.replace('_', '-')}", Path(value)) for dest in DATA_FOLDERS
-               for value in _values(getattr(args, dest, None))]  # fmt: skip
-    if not folders:
-        return
-    written = [("--db", db)] if db is not None else []
-    for action in actions:
-        if role_of(action) == OUTPUT:
-            flag = action.option_strings[0] if action.option_strings else action.dest
-            written += [(flag, Path(value)) for value in _values(getattr(args, action.dest, None))]
-    for flag, path in written:
-        for data_flag, folder in folders:
-            inside = os.path.realpath(path).startswith(os.path.realpath(folder).rstrip(os.sep) + os.sep)
-            if inside:
-                raise UsageError(f"{flag} {path} is inside {data_flag} {folder}: what Stash writes "
-                                 "there would be read as data by the next profile; choose a path outside "
-                                 "it")  # fmt: skip
+    """UsageError where the database (with its results/ and job folders beside it), or an output inside a
+    --data-dir, lies inside a data folder the command reads: the next profile would read them as its data
+    (a folder of result files as one more class). A --no-store profile writes no database."""
+    stored = db is not None and not getattr(args, "no_store", False)
+    outputs = [(action.option_strings[0] if action.option_strings else action.dest, Path(value))
+               for action in actions if role_of(action) == OUTPUT
+               for value in _values(getattr(args, action.dest, None))]  # fmt: skip
+    for dest, whole in DATA_FOLDERS.items():
+        for value in _values(getattr(args, dest, None)):
+            folder = os.path.realpath(value)
+            if folder == os.sep:  # the whole file system: refused for what it is, where it is read
+                continue
+            written = ([("--db", db)] if stored else []) + (outputs if whole else [])
+            for flag, path in written:
+                if os.path.realpath(path).startswith(folder.rstrip(os.sep) + os.sep):
+                    named = f"--{dest.replace('_', '-')} {value}"
+                    why = "what Stash writes there would be read as data by the next profile"
+                    raise UsageError(f"{flag} {path} is inside {named}: {why}; choose a path outside it")
 
 
 def refuse_overwrite(flag: str, output: str | Path, reads: list[tuple[str, Path]]) -> None:

@@ -166,7 +166,9 @@ def _check_script(spec: ProfileSpec) -> None:
             "script (.py)", "script", spec.script, "syntax",
         )  # fmt: skip
     suffix = path.suffix.lower()
-    shell = _shell_launcher(source) or (f"a {suffix} file" if suffix in SHELL_SUFFIXES else None)
+    shell = _shell_launcher(source)
+    if shell is None and suffix in SHELL_SUFFIXES and not source.startswith(b"#!"):  # no #! line says other
+        shell = f"a {suffix} file"
     if shell:
         raise FieldError(
             f"--script {spec.script} is a shell script ({shell}), not a Python script: give the Python "

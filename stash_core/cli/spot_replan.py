@@ -208,9 +208,10 @@ def cmd_spot_simulate(args: argparse.Namespace) -> int:
              f"  {'strategy':<15}{'first plan':<34}{'runs':>6}{'P(deadline)':>13}{'95% interval':>14}"
              f"{'mean s':>9}{'p90 s':>9}{'mean $':>9}{'revoked':>9}"]  # fmt: skip
     for row in rows:
-        low, high = row["p_deadline_ci95"]
+        ci = row["p_deadline_ci95"]  # none where one run is the whole answer
+        interval = "-" if ci is None else f"{ci[0]:.0%}-{ci[1]:.0%}"
         lines.append(f"  {row['strategy']:<15}{row['first_plan']:<34}{row['runs']:>6}"
-                     f"{row['p_deadline']:>13.0%}{f'{low:.0%}-{high:.0%}':>14}"
+                     f"{row['p_deadline']:>13.0%}{interval:>14}"
                      f"{_seconds(row['mean_time_s']):>9}{_seconds(row['p90_time_s']):>9}"
                      f"{row['mean_cost_usd']:>9.2f}{row['mean_revocations']:>9.1f}")  # fmt: skip
     lines += simulation_notes(rows)

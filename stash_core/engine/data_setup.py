@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -117,6 +116,9 @@ def refuse_unreadable(files: list[Path], root: Path) -> None:
         )
 
 
+VIRTUAL_TOPS = ("/proc", "/sys", "/dev")  # the kernel's own file systems, not data on a disk
+
+
 def script_data(spec: ProfileSpec) -> DataSetup:
     """A script reads its own data: the files under --data-dir are what the page cache is set for."""
     from stash_core.engine.script_job import NO_DATA_DIR
@@ -125,10 +127,11 @@ def script_data(spec: ProfileSpec) -> DataSetup:
         return DataSetup(images=spec.dataset_images, not_separable_reason=NO_DATA_DIR)
     root = Path(spec.data_dir)
     setup = DataSetup(root=root, images=spec.dataset_images)
+    real = os.path.realpath(root)
+    if any(real == top or real.startswith(top + os.sep) for top in VIRTUAL_TOPS):  # files that never end
+        raise UsageError(f"--data-dir {one_line(root)} is a virtual file system (no disk holds files "
+                         "there): give the folder the script reads its data from")  # fmt: skip
     try:
-        if shutil.disk_usage(root).total == 0:  # /proc, /sys: no disk, and files that never end
-            raise UsageError(f"--data-dir {one_line(root)} is a virtual file system (no disk holds files "
-                             "there): give the folder the script reads its data from")  # fmt: skip
         setup.files = files_under(root)
         setup.total_bytes = sum(path.stat().st_size for path in setup.files)
     except OSError as exc:  # a folder under it this user may not look into (--data-dir / reaches /proc)

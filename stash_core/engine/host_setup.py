@@ -42,7 +42,8 @@ def settle_on_hosts(
                 f"--workers {spec.workers_per_node}: host {info['host']} has {capacity} {unit}; "
                 "one worker per GPU or core"
             )
-    if len(remote.targets) > 1 and (remote.master_addr is not None or spec.cluster != "emulated"):
+    across = len(remote.targets) > 1 and "network" in spec.stalls  # a run over the machines is planned
+    if across and (remote.master_addr is not None or spec.cluster != "emulated"):
         # the default too (node 0's host name): an ssh_config alias resolves for ssh alone, and was found
         # out at the run across the machines, after the runs on one machine
         check_master_address(remote.targets[0], remote.python, remote.workdir, remote.rendezvous_addr(),

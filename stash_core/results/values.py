@@ -30,7 +30,7 @@ def check_kind(path: Any, doc: Any, kinds: tuple[str, ...]) -> None:
     them: another tool's JSON, or another command's (`stash spot --json`)."""
     kind = doc.get("kind") if isinstance(doc, dict) else None
     if kind not in kinds:
-        if printed := printed_by(doc):
+        if printed := printed_by(doc, INGESTED):
             raise UsageError(f"{path}: {printed}")
         has = 'no "kind"' if kind is None else f'"kind" {json.dumps(kind)[:60]}'
         raise UsageError(f"{path}: not a Stash result file ({has}; the files Stash stores have \"kind\" "
@@ -43,14 +43,17 @@ _PRINTED_KEYS = {
     frozenset({"probe"}): "`stash show PROBE --format json`",
     frozenset({"runs", "stored"}): "`stash runs --format json`",
 }
+# What the dashboard's Upload page stores, and what `stash ingest` does.
 STORABLE = "the result file `stash profile --out` writes, or a `stash export` of the database"
+INGESTED = ("the result file `stash profile --out` writes (the tables of a `stash export` are stored by the "
+            "dashboard's Upload page)")
 
 
-def printed_by(doc: Any) -> str | None:
-    """"what COMMAND printed, not a result file: ..." for a document of Stash's own printed output; None
-    for any other."""
+def printed_by(doc: Any, storable: str = STORABLE) -> str | None:
+    """"what COMMAND printed, not a result file: store ..." for a document of Stash's own printed output;
+    None for any other."""
     command = _PRINTED_KEYS.get(frozenset(doc)) if isinstance(doc, dict) else None
-    return f"what {command} printed, not a result file: store {STORABLE}" if command else None
+    return f"what {command} printed, not a result file: store {storable}" if command else None
 
 
 def check_timestamp(key: str, value: Any, required: bool, document: str = "result file") -> None:

@@ -235,8 +235,10 @@ def simulate(spot_offers: list[InstanceOffer], on_demand_offers: list[InstanceOf
             "runs": count, "runs_asked": (
                 runs if revoked and trace is None and rate_per_h > 0 else 1),
             "p_deadline": float(np.mean([o["met"] for o in outcomes])),
-            # the share of `count` runs: its 95% interval, as every other figure Stash gives has one
-            "p_deadline_ci95": list(share_ci95(sum(bool(o["met"]) for o in outcomes), count)),
+            # the share of `count` random runs: its 95% interval (none where one run is the whole answer:
+            # never revoked, or a trace replayed)
+            "p_deadline_ci95": list(share_ci95(sum(bool(o["met"]) for o in outcomes), count)) if (
+                revoked and trace is None and rate_per_h > 0) else None,
             "never_finishes": sum(1 for t in times if not math.isfinite(t)),
             "mean_time_s": _finite_or_none(float(np.mean(times)) if all(map(math.isfinite, times)) else None),
             "p90_time_s": _finite_or_none(_p90(times)),
@@ -255,8 +257,8 @@ def simulation_notes(rows: list[dict]) -> list[str]:
             lines.append(f"{row['strategy']}: no plan meets the deadline even without revocations "
                          f"({row['infeasible_reason']}); its runs train the fastest cluster")  # fmt: skip
         if row["runs"] < row["runs_asked"]:
-            lines.append(f"{row['strategy']}: stopped after {row['runs']:,} of {row['runs_asked']:,} runs, at "
-                         f"the work limit ({MAX_SIMULATED_REVOCATIONS:,} simulated revocations or "
+            lines.append(f"{row['strategy']}: stopped after {row['runs']:,} of {row['runs_asked']:,} runs, "
+                         f"at the work limit ({MAX_SIMULATED_REVOCATIONS:,} simulated revocations or "
                          f"{MAX_SIMULATED_CLUSTERS:,} candidate clusters re-planned)")  # fmt: skip
         if row["never_finishes"]:
             lines.append(f"{row['strategy']}: the training never finishes in {row['never_finishes']} of "
@@ -293,7 +295,7 @@ class PlanRisk:
         if self.runs_asked and self.runs < self.runs_asked:
             runs = (f"{self.runs} of {self.runs_asked} simulated runs, at the work limit of "
                     f"{MAX_RISK_REPLANS:,} re-plans or {MAX_RISK_CLUSTERS:,} candidate clusters")  # fmt: skip
-        low, high = share_ci95(round(self.p_deadline * self.runs), self.runs)
+        low, high = share_ci95(round(self.p_deadline * self.runs), self.runs)  # rate > 0: random runs
         return (
             f"at {self.rate_per_h:g} revocations per instance per hour ({runs}, {self.revocation_s:g} s "
             f"lost a revocation): meets the deadline in {self.p_deadline:.0%} of runs ({low:.0%} to "

@@ -109,7 +109,8 @@ def export(db_path: Path | str, fmt: str, out_dir: Path | str) -> list[Path]:
     if not db_path.exists():  # a mistyped --db would otherwise export the empty tables of no database
         raise UsageError(f"no database at {db_path}: nothing to export")
     _refuse_replacing_the_database(db_path, out_dir, suffix)
-    if os.path.realpath(out_dir) == os.path.realpath(results_dir_of(db_path)):
+    results = os.path.realpath(results_dir_of(db_path))
+    if os.path.realpath(out_dir) == results or os.path.realpath(out_dir).startswith(results + os.sep):
         # tables among result files: `stash ingest results/*` would then read instances.json (or .csv) as one,
         # and refuse the whole lot ("one bad file stores none")
         raise UsageError(

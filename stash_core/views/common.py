@@ -101,15 +101,15 @@ def uncreatable_because(path: Path) -> str | None:
     return None
 
 
-def new_database_words(path: Path) -> str:
-    """How a database that does not exist yet is said where the first write will make it: its full path, and
-    the folders that write makes too (a mistyped folder is seen before anything is stored in it)."""
+def new_database_words(path: Path, made_by: str = "the first run") -> str:
+    """How a database that does not exist yet is said where the first write (`made_by`) will make it: its
+    full path, and the folders that write makes too (a mistyped folder is seen before anything is stored)."""
     top = None
     folder = path.parent
     while not folder.exists() and folder != folder.parent:
         top, folder = folder, folder.parent
     made = f", and the folder {top}" if top is not None else ""
-    return f"{path} · not created yet (the first run creates it{made})"
+    return f"{path} · not created yet ({made_by} creates it{made})"
 
 
 def resolve_db_path(text: str | os.PathLike | None) -> Path:

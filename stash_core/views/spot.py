@@ -196,7 +196,7 @@ def simulation(db_path: Path | str, text: str, offers: tuple[tuple[str, int], ..
                     plan_overhead_s=plan_overhead_s)  # fmt: skip
     frame = pd.DataFrame(rows).drop(columns="infeasible_reason")  # a note says it, above the table
     # the share's 95% interval over the runs, beside it (21.01% of 695 runs claimed two decimals)
-    ranges = [f"{low:.0%} to {high:.0%}" for low, high in frame.pop("p_deadline_ci95")]
+    ranges = [None if ci is None else f"{ci[0]:.0%} to {ci[1]:.0%}" for ci in frame.pop("p_deadline_ci95")]
     frame.insert(frame.columns.get_loc("p_deadline") + 1, "p_deadline_range", ranges)
     # no plan in time, the work limit, trainings never finished, instances without an on-demand price
     frame.attrs["notes"] = simulation_notes(rows) + [note for note in (no_spot_note, unpriced_note) if note]

@@ -45,3 +45,10 @@ def test_the_recent_runs_table_names_the_phase_only_while_a_run_has_such_times(e
     store.ingest_result(empty_db, partial)
     table = recent_table(empty_db).set_index("run_id")
     assert table.loc[short_run_id(partial["run_id"]), "time_of"] == R0_NOTE
+
+
+def test_a_run_id_stash_did_not_make_is_shown_whole(empty_db: Path) -> None:
+    """Two uploaded runs of their own ids, "...-run-1", both read "1" (and `stash show 1` matched both)."""
+    for run_id in ("resnet18-baseline-run-1", "resnet50-baseline-run-1"):
+        store.ingest_result(empty_db, result_doc(run_id=run_id))
+    assert sorted(recent_table(empty_db)["run_id"]) == ["resnet18-baseline-run-1", "resnet50-baseline-run-1"]

@@ -31,6 +31,7 @@ def world(tmp_path, monkeypatch) -> dict[str, str]:
     root.mkdir()
     os.mkfifo(root / "fifo")
     (root / "train.py").write_text("print(1)\n")
+    (root / "train.sh").write_text("#!/usr/bin/env python3\nprint(1)\n")  # Python, named .sh
     (root / "t.csv").write_text("a,b\n1,2\n")
     (root / "db.duckdb").write_bytes(b"\x00" * 16 + b"DUCK")
     (root / "dsdir").mkdir()
@@ -112,8 +113,16 @@ STARTED = [
     ("iterations-fixed-with-a-cap", [*PROFILE, "--iterations", "10", "--max-iterations", "500"]),
     ("one-class", [*PROFILE, "--input-shape", "3,32,32", "--num-classes", "1"]),
     ("instance-of-200", [*PROFILE, "--instance", "i" * 200]),
+    # a data set is read as its class folders: a result file at its top is no class; --no-store writes no
+    # database (nor its results/) there
+    ("out-at-the-top-of-the-dataset", ["profile", "--model", "resnet10", "--batch-size", "1", "--dataset",
+                                       "{tmp}/ds", "--out", "{tmp}/ds/r.json", "--db", "{tmp}/p.duckdb"]),
+    ("no-store-from-inside-the-dataset", ["profile", "--model", "resnet10", "--batch-size", "1", "--dataset",
+                                          "{tmp}/ds", "--db", "{tmp}/ds/x.duckdb", "--no-store", "--out",
+                                          "{tmp}/r.json"]),
     # CPU and disk of a script without --data-dir: one input-pipeline stall (the Run page asks so by default)
     ("stalls-cpu-and-disk-of-a-script-without-data-dir", [*SCRIPT, "--stalls", "compute,cpu,disk"]),
+    ("python-script-named-sh", ["profile", "--script", "{tmp}/train.sh", "--db", "{tmp}/p.duckdb"]),
 ]
 
 

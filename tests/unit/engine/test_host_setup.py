@@ -16,7 +16,7 @@ class _Quiet:
 CHECKED: list[tuple] = []  # (node 0's host, the master address checked, whether it was given)
 
 
-def _settle(monkeypatch, nodes: int, workers: int, link: dict | None, cpu_sets=None) -> tuple:
+def _settle(monkeypatch, nodes: int, workers: int, link: dict | None, cpu_sets=None, stalls=None) -> tuple:
     info = {"host": "10.0.0.1", "cpu_count": 2, "gpu_count": 0, "cuda_available": False,
             "stash_version": "x", "torch_version": "2"}  # fmt: skip
     monkeypatch.setattr(
@@ -30,6 +30,8 @@ def _settle(monkeypatch, nodes: int, workers: int, link: dict | None, cpu_sets=N
     targets = [parse_target(f"10.0.0.{1 + index}") for index in range(nodes)]
     remote = RemoteHosts(targets, "python3", ".", cpu_sets=cpu_sets, link=link)
     spec = ProfileSpec(model="resnet10", batch_size=8, workers_per_node=workers, nodes=nodes, device="auto")
+    if stalls is not None:
+        spec.stalls = list(stalls)
     warnings: list[str] = []
     settle_on_hosts(spec, remote, {}, _Quiet(), warnings)
     return spec, warnings
@@ -58,3 +60,5 @@ def test_the_default_master_address_is_checked_before_the_first_run(monkeypatch)
     CHECKED.clear()
     _settle(monkeypatch, nodes=1, workers=1, link=None)
     assert CHECKED == []  # one machine: no rendezvous across machines
+    _settle(monkeypatch, nodes=2, workers=1, link=None, stalls=["compute", "interconnect"])
+    assert CHECKED == []  # no run across the machines is planned

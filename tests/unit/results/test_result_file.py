@@ -247,7 +247,8 @@ def test_load_document_reads_results_and_probes(tmp_path: Path) -> None:
     # Stash's own printed JSON is said to be that, with what to store instead
     printed = write_result_atomic(tmp_path / "show.json", {"run": {"run_id": "x"}, "breakdown": None})
     with pytest.raises(UsageError, match=r"show.json: what `stash show --format json` printed, not a result "
-                                         r"file: store the result file `stash profile --out` writes"):
+                                         r"file: store the result file `stash profile --out` writes \(the "
+                                         r"tables of a `stash export` are stored by the dashboard's Upload"):
         load_document(printed)
 
 

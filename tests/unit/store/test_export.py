@@ -272,4 +272,6 @@ def test_an_export_into_the_folder_of_the_result_files_is_refused(populated, tmp
     for fmt in ("csv", "parquet"):  # `stash ingest results/*` read them too, and refused the folder
         with pytest.raises(UsageError, match="profiles on this database write their result files there"):
             store.export(populated, fmt, results)
+        with pytest.raises(UsageError, match="profiles on this database write their result files there"):
+            store.export(populated, fmt, results / "exported")  # a folder among them: refused by ingest
     assert not results.exists()
