@@ -260,7 +260,10 @@ def refuse_writes_into_data(
                 continue
             written = ([("--db", db)] if stored else []) + (outputs if whole else [])
             for flag, path in written:
-                if os.path.realpath(path).startswith(folder.rstrip(os.sep) + os.sep):
+                # by its own folder too: results/ is made beside a linked database, not beside its target
+                beside = os.path.join(os.path.realpath(Path(path).parent), Path(path).name)
+                places = {os.path.realpath(path), beside}
+                if any(place.startswith(folder.rstrip(os.sep) + os.sep) for place in places):
                     named = f"--{dest.replace('_', '-')} {value}"
                     why = "what Stash writes there would be read as data by the next profile"
                     raise UsageError(f"{flag} {path} is inside {named}: {why}; choose a path outside it")

@@ -38,6 +38,7 @@ def world(tmp_path, monkeypatch) -> dict[str, str]:
     for folder in ("ds", "ds_empty_class"):
         (root / folder / "a").mkdir(parents=True)
         Image.new("RGB", (8, 8)).save(root / folder / "a" / "0.jpg")
+    (root / "ds" / "link.duckdb").symlink_to(root / "p.duckdb")  # its results/ would be made in the data set
     (root / "ds_empty_class" / "results").mkdir()
     (root / "ds_empty_class" / "results" / "r.json").write_text("{}")
     cwd = tmp_path / "cwd"
@@ -85,6 +86,9 @@ REFUSED = [
     # the first profile wrote results/ into the data set, and the next read it as one more class
     ("db-inside-the-dataset", ["profile", "--model", "resnet10", "--batch-size", "4", "--dataset", "{tmp}/ds",
                                "--db", "{tmp}/ds/x.duckdb"], "/ds/x.duckdb is inside --dataset"),
+    ("db-linked-from-inside-the-dataset", ["profile", "--model", "resnet10", "--batch-size", "4", "--dataset",
+                                           "{tmp}/ds", "--db", "{tmp}/ds/link.duckdb"],
+     "/ds/link.duckdb is inside"),
     ("out-inside-the-data-dir", [*SCRIPT, "--data-dir", "{tmp}/ds", "--out", "{tmp}/ds/r.json"],
      "/ds/r.json is inside --data-dir"),
     ("dataset-class-without-images", [*PROFILE, "--dataset", "{tmp}/ds_empty_class"],
