@@ -77,6 +77,7 @@ def check_uploads(db_path: Path | str | None, files: Sequence[tuple[str, bytes]]
     """
     checks = [_check_one(name, data) for name, data in files]
     assemble_exports(checks)
+    _say_repeated_runs(checks)
     stored: set[str] = set()
     run_ids = list(dict.fromkeys(run_id for check in checks if check.ok for run_id in check.run_ids))
     if db_path is not None and run_ids:  # before the preview: a file refused here is in none of it
@@ -97,6 +98,20 @@ def check_uploads(db_path: Path | str | None, files: Sequence[tuple[str, bytes]]
                 )
     preview = _dry_run(checks)
     return UploadReport(checks=checks, preview=preview, already_stored=stored)
+
+
+def _say_repeated_runs(checks: list[UploadCheck]) -> None:
+    """A result file of a run an earlier file holds says so (the same file dropped twice was listed twice,
+    and "Store 1 new run(s)" beside them with no word of why one)."""
+    first_of: dict[str, str] = {}
+    for check in checks:
+        if not check.ok:
+            continue
+        again = [run_id for run_id in check.run_ids if run_id in first_of]
+        if again and check.kind == "result":
+            check.reason += f" - the same run as {first_of[again[0]]} above: stored once"
+        for run_id in check.run_ids:
+            first_of.setdefault(run_id, check.name)
 
 
 class StoreOutcomes(list):

@@ -79,6 +79,8 @@ def _upload(name: str, content: bytes):
     return lambda w: views.upload.check_uploads(w["db"], [(name, content)])
 
 
+ONE_RUN = json.dumps(result_doc("resnet18", run_id="20261124T100000Z-aaaa0009")).encode()
+
 # (id, call, what the UsageError says)
 REFUSED = [
     ("trace-upload-named-dotdot", _schedule(files=[("..", b"x")]), "cannot tell the format"),
@@ -162,6 +164,11 @@ ANSWERED = [
     ("upload-other-json", _upload("x.json", b'{"a": 1}'),
      lambda r: r.checks[0].reason.endswith("this page stores the result file `stash profile --out` writes, "
                                            "or a `stash export` of the database")),
+    # the same file dropped twice: listed twice beside "Store 1 new run(s)", with no word of why one
+    ("upload-one-run-twice", lambda w: views.upload.check_uploads(w["db"], [("a.json", ONE_RUN),
+                                                                           ("b.json", ONE_RUN)]),
+     lambda r: r.checks[1].reason.endswith(" - the same run as a.json above: stored once")
+     and "same run" not in r.checks[0].reason),
     ("upload-json-huge-number", _upload("big.json", b'{"a": ' + b"9" * 5000 + b"}"),
      lambda r: r.checks[0].reason.startswith("a number in the file is too long")),
     ("catalog-source-formula-kept-as-text", _edit("source", "=HYPERLINK(1)"), lambda r: len(r[0]) == 1),
