@@ -28,12 +28,15 @@ def format_probe(probe: dict) -> str:
         f"probe over {probe.get('world_size')} worker(s) on {probe.get('nodes')} machine(s), "
         f"{probe.get('backend')} on {probe.get('device')}"
     )
-    lines = [head, f"  {'all-reduce':<12}{'size':>10}{'reps':>6}{'time':>11}{'algbw':>15}{'busbw':>15}"]
+    # each size's mean beside its fastest repetition: how far apart they are is the spread of its times
+    lines = [head, f"  {'all-reduce':<12}{'size':>10}{'reps':>6}{'time':>11}{'fastest':>11}{'algbw':>15}"
+                   f"{'busbw':>15}"]  # fmt: skip
     for row in probe.get("allreduce") or []:
+        fastest = row.get("time_min_s")
         lines.append(
             f"  {'':<12}{format_size(row['size_bytes']):>10}{row['repetitions']:>6}"
-            f"{format_time(row['time_s']):>11}{format_rate(row.get('algbw_gbps')):>15}"
-            f"{format_rate(row.get('busbw_gbps')):>15}"
+            f"{format_time(row['time_s']):>11}{format_time(fastest) if fastest is not None else '-':>11}"
+            f"{format_rate(row.get('algbw_gbps')):>15}{format_rate(row.get('busbw_gbps')):>15}"
         )
     for skipped in probe.get("skipped_sizes_bytes") or []:
         lines.append(

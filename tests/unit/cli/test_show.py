@@ -214,6 +214,10 @@ def test_show_of_a_probe_sets_id_prints_the_probe_set(tmp_path, capsys) -> None:
     out = capsys.readouterr().out
     assert out.startswith("probe set probe-20261204T215346Z-aabc5d8e\nprobe over 2 worker(s) on 1 machine(s)")
     assert "gradients 6 MiB: 270.0 ms" in out and "None" not in out
+    # each size's mean beside its fastest repetition: the spread of its times (a mean alone had none)
+    header, row = out.splitlines()[2:4]
+    assert header.split() == ["all-reduce", "size", "reps", "time", "fastest", "algbw", "busbw"]
+    assert row.split()[3:7] == ["1.0", "ms", "900", "us"], row
     assert main(["show", "aabc5d8e", "--db", str(db), "--format", "json"]) == 0
     shown = json.loads(capsys.readouterr().out)["probe"]
     assert shown["probe_id"] == probe["probe_id"] and shown["allreduce"][0]["size_bytes"] == 4096
