@@ -216,7 +216,7 @@ def _why_none(result: PlanResult, offered: int, lower: int, upper: int, budget_s
     if lower > min(upper, offered):
         limit = "the parameter server's limit allows" if upper < offered else "the quotas allow"
         most = min(upper, offered)  # the budget said as a time: the page calls it a deadline
-        return f"training within {budget_s:.0f} s needs {_needed(lower)} but {limit} at most {most}"
+        return f"training within {budget_s:,.0f} s needs {_needed(lower)} but {limit} at most {most:,}"
     if result.candidates and all(plan.untrained for plan in result.candidates):
         return (f"the loss model has the loss below the target {target_loss:g} before any training on every "
                 "cluster offered: nothing to train (a lower target, or g1..g5 refitted)")  # fmt: skip
@@ -226,8 +226,8 @@ def _why_none(result: PlanResult, offered: int, lower: int, upper: int, budget_s
     searched = min(upper, offered)  # the fastest of the clusters searched: fewer workers cannot (eq. 16)
     sizes = f"{lower} worker{'s' * (lower != 1)}" if lower == searched else f"{lower} to {searched} workers"
     return (
-        f"no cluster of {sizes} trains within {budget_s:.0f} s: the fastest of them, {fastest.label()}, "
-        f"needs {fastest.training_s:.0f} s"
+        f"no cluster of {sizes} trains within {budget_s:,.0f} s: the fastest of them, {fastest.label()}, "
+        f"needs {fastest.training_s:,.0f} s"
     )
 
 

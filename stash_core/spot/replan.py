@@ -158,7 +158,7 @@ def replan(running: list[Worker], offers: list[InstanceOffer], workload: Workloa
     elif result.best is None:
         result.infeasible_reason = (
             f"no cluster with the {len(running)} running instance(s) reaches loss {target_loss:g} from "
-            f"{current_loss:g} within the {budget_s:.0f} s left"
+            f"{current_loss:g} within the {budget_s:,.0f} s left"
         )
     return result
 

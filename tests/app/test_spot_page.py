@@ -100,7 +100,7 @@ def test_an_impossible_deadline_is_explained(tmp_path, monkeypatch):
     app = _plan(app)
     assert not app.exception
     assert re.search(r"No spot plan: no cluster of \d+ to \d+ workers trains within 600 s", _errors(app))
-    assert "needs 2549 s" in _errors(app)
+    assert "needs 2,549 s" in _errors(app)
 
 
 def test_a_target_below_the_loss_floor_is_a_message(tmp_path, monkeypatch):

@@ -292,7 +292,7 @@ def test_a_worker_bound_at_its_cap_is_said_in_words_and_an_overflowing_speed_is_
     result = plan(3000.0, offers=[InstanceOffer(slow, 2)])
     assert (
         result.infeasible_reason
-        == "training within 3000 s needs more workers than any quota holds but the quotas allow at most 2"
+        == "training within 3,000 s needs more workers than any quota holds but the quotas allow at most 2"
     )
     assert searched_workers(result).startswith("none (eqs. 15-16 need more workers than any quota holds")
     # 1 / T overflows: T_exp = 0 and b_w = 0 x inf, NaN: refused, never "needs nan s"
