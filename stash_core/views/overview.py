@@ -44,7 +44,8 @@ def terminal_commands(db_path: Path | str) -> str:
     return (
         f"{stash} profile --model resnet10 --batch-size 16 --input-shape 3,32,32 --workers 2 \\\n"
         f"    --synthetic-images 256 --image-px 64 --target-ci 0.1 --max-phase-seconds 40{db}\n"
-        f"{stash} ingest{db} results/*.json     # result files from other machines"
+        "# result files copied from other machines, stored in this database:\n"  # on its own line: the
+        f"{stash} ingest{db} results/*.json"  # commands are long, and the comment was cut at 1400 px
     )
 
 

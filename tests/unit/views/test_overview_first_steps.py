@@ -32,7 +32,7 @@ def test_the_terminal_block_quotes_a_database_path_for_the_shell(tmp_path: Path)
     db = tmp_path / "sp ace" / "my $HOME.duckdb"
     for line in views.overview.terminal_commands(db).replace("\\\n", " ").splitlines():
         words = shlex.split(line, comments=True)
-        assert words[words.index("--db") + 1] == str(db), line
+        assert not words or words[words.index("--db") + 1] == str(db), line  # a comment line has none
 
 
 def test_the_command_is_plain_stash_only_when_path_has_this_environments(monkeypatch, tmp_path: Path) -> None:
