@@ -119,6 +119,8 @@ def stall_line(label: str, stall: dict, iteration_s: float, digits: int) -> str 
         line += f"  ± {interval_text(ci, digits)}"
     if status == "negative":
         line += "  (negative beyond noise)"
+    elif seconds > iteration_s > 0:  # a share over 100% is pasted into reports: said as what it is
+        line += "  (more than the whole iteration)"
     return line
 
 

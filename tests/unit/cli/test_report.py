@@ -144,3 +144,17 @@ def test_a_reason_two_stalls_share_is_said_once() -> None:
     assert text.count(reason) == 1
     assert "  disk fetch     not separable: as CPU prep" in text
     assert "warning: disk stall not separable: other" in text  # a reason the table does not give stays
+
+
+def test_a_stall_over_the_whole_iteration_is_marked() -> None:
+    """"CPU prep 0.0292 s 116.4%" of a 0.0250 s iteration was printed as any other share."""
+    breakdown = {
+        "iteration_s": 0.0250, "iteration_ci95_s": 0.0061, "unattributed_ci95_s": 0.0202,
+        "stalls": {"compute": {"seconds": 0.0120, "ci95_s": 0.001, "status": "measured"},
+                   "cpu": {"seconds": 0.0292, "ci95_s": 0.0194, "status": "measured"}},
+    }  # fmt: skip
+    lines = format_breakdown(breakdown).splitlines()
+    cpu = next(line for line in lines if line.lstrip().startswith("CPU prep"))
+    assert "116.8%" in cpu and cpu.endswith("(more than the whole iteration)"), cpu
+    compute = next(line for line in lines if line.lstrip().startswith("compute"))
+    assert "whole iteration" not in compute
