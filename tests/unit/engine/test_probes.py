@@ -178,7 +178,7 @@ def test_text_shows_probes_and_bounds():
     ]
     text = format_probe(probe)
     assert "1 MiB" in text and "p2p inter_node  latency" in text and "alpha-beta fit" in text
-    assert "fastest" not in text  # no fastest repetition stored: the mean alone
+    assert "(fastest" not in text  # no fastest latency repetition stored: the mean alone
     probe["p2p"][0]["time_min_s"] = 2.4e-5  # one stalled repetition drove the mean to 200 us
     assert "latency  one-way 200 us (fastest 24 us)" in format_probe(probe)
     probe["gradient_allreduce"] = {"time_s": 0.27}
