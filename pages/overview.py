@@ -1,7 +1,5 @@
 """Overview: what the database holds, the latest breakdowns at a glance, and a first step on an empty one."""
 
-import re
-
 import streamlit as st
 
 from pages._shared import (
@@ -147,10 +145,7 @@ def main() -> None:
     # Workers and machines in one column, and no Error column while no run failed: the table fits the page.
     scale = [f"{w} × {n}" for w, n in zip(recent["workers_per_node"], recent["nodes"], strict=True)]
     # a run as the charts and `stash show` name it: the random tail of its id (the whole id ran to 4 lines)
-    short = [views.breakdown.short_run_id(run_id) if STASH_RUN_ID.fullmatch(run_id) else run_id
-             for run_id in recent["run_id"]]  # fmt: skip
-    if len(set(short)) < len(short):  # two tails alike: the whole ids
-        short = list(recent["run_id"])
+    short = views.breakdown.listed_run_ids(list(recent["run_id"]))
     recent = recent.assign(workers_per_node=scale, run_id=short)
     marks = ("error", "time_of", "label", "figures")
     # the device and the epoch are on the run's own page: eleven columns did not fit a 1280 px window
@@ -177,8 +172,6 @@ def main() -> None:
     )
 
 
-# A run id as Stash makes it (its start, then 8 random hex digits): shown as its tail; any other whole
-STASH_RUN_ID = re.compile(r"\d{8}T\d{6}Z-[0-9a-f]{8}")
 # a run that did not complete: its times are one phase's (R0: one worker), as `stash runs` marks them
 PARTIAL_TIMES = st.column_config.TextColumn(
     "Partial times", help="a run that did not complete: its times are one phase's, not the job's"

@@ -287,7 +287,9 @@ def _check_consistent(doc: dict[str, Any], breakdown: dict[str, Any]) -> None:
                 raise UsageError(f"result file: {what} is {epoch_s!r}, but its {said} {seconds!r}")
 
 
-def _check_unknown_iteration(iteration_s: Any, breakdown: dict[str, Any], reference: str | None, mean: Any) -> None:
+def _check_unknown_iteration(
+    iteration_s: Any, breakdown: dict[str, Any], reference: str | None, mean: Any
+) -> None:
     """A breakdown without an iteration time is one of a run that timed nothing: a file that gives a timed
     reference phase, an interval or a stall's figure beside it would be shown as a breakdown of no
     iteration."""

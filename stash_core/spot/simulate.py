@@ -206,7 +206,8 @@ def simulate(spot_offers: list[InstanceOffer], on_demand_offers: list[InstanceOf
     ][: 3 if on_demand_offers else 2]  # on-demand only where an instance offered has an on-demand price
     rows = []
     for name, offers, plan_workload, revoked in strategies:
-        count = 1 if trace is not None or not revoked or rate_per_h == 0 else runs
+        sampled = revoked and trace is None and rate_per_h > 0  # else one run is the whole answer
+        asked = runs if sampled else 1
         overhead = {"revocation_s": plan_overhead_s if revoked else 0.0}
         # each strategy meets the same revocations (common random numbers): one generator for all gave two
         # strategies that plan and train alike deadlines 6 points apart, sampling noise read as a difference
@@ -216,7 +217,7 @@ def simulate(spot_offers: list[InstanceOffer], on_demand_offers: list[InstanceOf
         # Bounded work: each revocation is a replan (milliseconds, more at large quotas), and --runs 100000 at
         # a high rate asks for millions; the runs done by then are what the row reports (its "runs" says how
         # many). The first run is always done.
-        while len(outcomes) < count and replans < MAX_SIMULATED_REVOCATIONS:
+        while len(outcomes) < asked and replans < MAX_SIMULATED_REVOCATIONS:
             clusters_left = MAX_SIMULATED_CLUSTERS - clusters if outcomes else math.inf
             outcome = run_once(first, offers, plan_workload, workload, target_loss, deadline_s, links,
                                revocation_s, rng, rate_per_h if revoked else 0.0, trace if revoked else None,
@@ -232,13 +233,11 @@ def simulate(spot_offers: list[InstanceOffer], on_demand_offers: list[InstanceOf
             "strategy": name, "first_plan": outcomes[0]["first_plan"],
             # no plan meets the deadline: the runs train the fastest cluster, and say so
             "infeasible_reason": None if first.best is not None else first.infeasible_reason,
-            "runs": count, "runs_asked": (
-                runs if revoked and trace is None and rate_per_h > 0 else 1),
+            "runs": count, "runs_asked": asked,
             "p_deadline": float(np.mean([o["met"] for o in outcomes])),
             # the share of `count` random runs: its 95% interval (none where one run is the whole answer:
             # never revoked, or a trace replayed)
-            "p_deadline_ci95": list(share_ci95(sum(bool(o["met"]) for o in outcomes), count)) if (
-                revoked and trace is None and rate_per_h > 0) else None,
+            "p_deadline_ci95": list(share_ci95(sum(o["met"] for o in outcomes), count)) if sampled else None,
             "never_finishes": sum(1 for t in times if not math.isfinite(t)),
             "mean_time_s": _finite_or_none(float(np.mean(times)) if all(map(math.isfinite, times)) else None),
             "p90_time_s": _finite_or_none(_p90(times)),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from dataclasses import dataclass, field, replace
 from datetime import date, datetime
 from pathlib import Path
@@ -178,6 +179,17 @@ def add_run_labels(frame: pd.DataFrame) -> pd.DataFrame:
 def short_run_id(run_id: str) -> str:
     """The random tail of a run id (unique enough to tell runs apart on a chart)."""
     return run_id.rsplit("-", 1)[-1] if "-" in run_id else run_id[-8:]
+
+
+# A run id as Stash makes it (its start, then 8 random hex digits): listed as its tail; any other whole
+STASH_RUN_ID = re.compile(r"\d{8}T\d{6}Z-[0-9a-f]{8}")
+
+
+def listed_run_ids(run_ids: list[str]) -> list[str]:
+    """Run ids as a list of runs shows them: the tail of one Stash made (`stash show` takes it), any other
+    whole, and all whole where two tails are alike."""
+    short = [short_run_id(run_id) if STASH_RUN_ID.fullmatch(run_id) else run_id for run_id in run_ids]
+    return short if len(set(short)) == len(short) else list(run_ids)
 
 
 def short_model(model: Any) -> str:

@@ -15,7 +15,7 @@ from stash_core.errors import UsageError
 from stash_core.pathargs import default_db, expand_home
 from stash_core.terminal import printable
 from stash_core.units import finite_float
-from stash_core.userfiles import check_reachable
+from stash_core.userfiles import check_reachable, nearest_existing
 
 STALL_LABELS = {
     "compute": "Compute",
@@ -91,9 +91,7 @@ def _escape_line_start(match: re.Match[str]) -> str:
 def uncreatable_because(path: Path) -> str | None:
     """Why a database file that does not exist could not be created by the first write, None where it can:
     a writer makes the missing folders, so what matters is the nearest folder that exists."""
-    folder = path.parent
-    while not folder.exists() and folder != folder.parent:
-        folder = folder.parent
+    folder = nearest_existing(path.parent)
     if not folder.is_dir():
         return f"{folder} is a file, not a folder"
     if not os.access(folder, os.W_OK | os.X_OK):
@@ -104,11 +102,9 @@ def uncreatable_because(path: Path) -> str | None:
 def new_database_words(path: Path, made_by: str = "the first run") -> str:
     """How a database that does not exist yet is said where the first write (`made_by`) will make it: its
     full path, and the folders that write makes too (a mistyped folder is seen before anything is stored)."""
-    top = None
-    folder = path.parent
-    while not folder.exists() and folder != folder.parent:
-        top, folder = folder, folder.parent
-    made = f", and the folder {top}" if top is not None else ""
+    existing = nearest_existing(path.parent)
+    missing = path.parent.relative_to(existing).parts  # the folders the first write makes, outermost first
+    made = f", and the folder {existing / missing[0]}" if missing else ""
     return f"{path} · not created yet ({made_by} creates it{made})"
 
 
