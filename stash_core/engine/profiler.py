@@ -44,7 +44,7 @@ from stash_core.engine.plan import PhasePlan, launch_spec, launches_of, max_roun
 from stash_core.engine.progress import Reporter
 from stash_core.engine.records import probe_record, spec_record
 from stash_core.engine.retry import aborted, transient
-from stash_core.engine.rounds import current_shortfalls, decide_next_round
+from stash_core.engine.rounds import current_shortfalls, decide_next_round, given_up_notes
 from stash_core.engine.script_job import no_loader_stalls, uncommunicating, unread_data_dir_stalls
 from stash_core.engine.spread_cause import quiet_load
 from stash_core.errors import MeasurementError, ProfileEnded, StashError, UsageError
@@ -274,11 +274,9 @@ def run_launches(
         needed, short, hopeless = decide_next_round(
             launched, chain, spec.target_relative_ci, round_index, max_rounds, budget_s
         )
-        for shortfall in hopeless:
-            if shortfall.stall not in said:  # said once, as soon as it is known
-                said.add(shortfall.stall)
-                reporter.message(f"note: {shortfall.text(spec.target_relative_ci)}: more than the time left "
-                                 f"({max(budget_s - launched.wall_s(), 0):.0f} s)")  # fmt: skip
+        left_s = budget_s - launched.wall_s()
+        for note in given_up_notes(hopeless, needed, said, spec.target_relative_ci, left_s):
+            reporter.message(note)
         if not needed:
             break
         short_names = [s.stall for s in short if s not in hopeless]

@@ -178,6 +178,21 @@ def next_runs(short: list[Shortfall], time_left_s: float) -> tuple[list[str], li
     return runs, hopeless
 
 
+def given_up_notes(
+    hopeless: list[Shortfall], next_runs_: list[str], said: set[str], target: float, time_left_s: float
+) -> list[str]:
+    """Notes, while the profile runs, of stalls whose rounds stop while others' go on; each once (said holds
+    the stalls said so far). With no round left, the profile's closing warning says it, so nothing is."""
+    notes = []
+    for shortfall in hopeless if next_runs_ else []:
+        if shortfall.stall not in said:
+            said.add(shortfall.stall)
+            left = f"more than the time left ({max(time_left_s, 0):.0f} s)"
+            notes.append(f"note: {shortfall.text(target)}: {left}, so its rounds stop; those of the other "
+                         "stalls go on")  # fmt: skip
+    return notes
+
+
 def current_shortfalls(launched, chain: list[str], target: float) -> list[Shortfall]:
     """The shortfalls of the launches so far (engine/launches.LaunchedRuns), each run over its pooled rounds
     and each stall over its runs' paired rounds, as the profile's breakdown will take them."""

@@ -288,3 +288,16 @@ def test_of_runs_whose_launches_disagree_the_one_furthest_apart_is_named() -> No
     assert spread_cause(quiet).startswith(named)
     busy = _records(_launched(runs, other_cores=0.9))
     assert "; also R1's first launch was +" in spread_cause(busy)
+
+
+def test_a_stall_given_up_is_noted_once_while_others_go_on_else_left_to_the_closing_warning() -> None:
+    """The note repeated the closing warning word for word when no round was left."""
+    from stash_core.engine.rounds import given_up_notes
+
+    wide = Shortfall("interconnect", ("R0", "R1"), 1.0, 0.3, 0.1, 3, 40, 300.0)
+    said: set[str] = set()
+    notes = given_up_notes([wide], ["R0"], said, 0.1, 20.4)
+    assert len(notes) == 1 and notes[0].startswith("note: interconnect: ± 30% after 3 rounds (target ± 10%)")
+    assert notes[0].endswith("the time left (20 s), so its rounds stop; those of the other stalls go on")
+    assert given_up_notes([wide], ["R0"], said, 0.1, 10.0) == []  # said once
+    assert given_up_notes([wide], [], set(), 0.1, 10.0) == []  # no round left: the closing warning says it
