@@ -123,7 +123,7 @@ def plan_view(answer: CampaignPlan) -> None:
         "campaign --cloud --dry-run` prints. Predicted, not measured."
     )
     show_table(answer.instances, column_config=INSTANCE_COLUMNS)
-    cols = st.columns(4)
+    cols = [*st.columns(2), *st.columns(2)]  # four in a row were cut ("40.5 …") in an 800 px window
     cols[0].metric("Machine time", f"{answer.machine_s / 60:,.1f} min")
     cols[1].metric("Cost at catalog prices", usd_text(view.cost_said_usd(answer.cost_usd)))
     at_once = f"{answer.parallel} instance type(s) at once"

@@ -70,8 +70,11 @@ def offers_form(text: str, numbers: CheckedNumbers) -> tuple[tuple[str, int], ..
     names = list(catalog["name"])
     try:
         named = views.spot.workload_names(text)
+        source = views.spot.compute_source_words(text)
     except StashError:
-        named = []  # the plan below says what is wrong with the workload
+        named, source = [], None  # the plan below says what is wrong with the workload
+    if source:  # else the only word was "choose at least one instance type", which none would fix
+        st.info(plain(source), icon=":material/info:")
     given = [name for name in named if name in names]
     unknown = [name for name in named if name not in names]
     if unknown:  # else the only word was "choose at least one instance type with a quota of 1 or more"

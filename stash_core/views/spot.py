@@ -89,6 +89,20 @@ def workload_names(text: str) -> list[str]:
     return [str(name) for name in compute] if isinstance(compute, dict) else []
 
 
+def compute_source_words(text: str) -> str | None:
+    """Where the plan takes its compute times from, said where the workload has none of its own (else None).
+    Plain text: the model's name is the file's."""
+    doc = _parse(text)
+    if isinstance(doc.get("compute_s"), dict) and doc["compute_s"]:
+        return None
+    none = 'The workload gives no compute times ("compute_s"'
+    if doc.get("model"):
+        return (f"{none}): each instance type chosen takes its time from a completed profile of "
+                f"{doc['model']} on it in this database.")  # fmt: skip
+    return (f"{none}, seconds per iteration on each instance type) and no \"model\" whose stored profiles "
+            "would give them: add one of the two to the file to plan.")  # fmt: skip
+
+
 @dataclass
 class SpotAnswer:
     """What the page shows: the spot plan, the on-demand plan, the window search and fragility."""

@@ -129,6 +129,21 @@ def test_a_workload_of_instance_types_the_catalog_lacks_says_so(tmp_path, monkey
     assert "name 1 instance type(s) the catalog's GPU instances do not have: lab-box" in said
 
 
+def test_a_workload_without_compute_times_says_where_they_would_come_from(tmp_path, monkeypatch):
+    """The only word was "choose at least one instance type", which no choice would have fixed."""
+    doc = json.loads(view.example_workload_text())
+    del doc["compute_s"]
+    app = _upload(_page(tmp_path / "fresh.duckdb", monkeypatch), "w.json", json.dumps(doc).encode())
+    assert not app.exception
+    said = " ".join(shown(info.value) for info in app.info)
+    assert 'no compute times ("compute_s"' in said and 'no "model" whose stored profiles' in said
+    app = _upload(app, "m.json", json.dumps({**doc, "model": "resnet18"}).encode())
+    said = " ".join(shown(info.value) for info in app.info)
+    assert "takes its time from a completed profile of resnet18 on it in this database" in said
+    app = _upload(app, "whole.json", view.example_workload_text().encode())
+    assert not any("compute times" in shown(info.value) for info in app.info)
+
+
 def test_an_uploaded_workload_plans_and_a_malformed_one_is_a_message(tmp_path, monkeypatch):
     app = _upload(
         _page(tmp_path / "fresh.duckdb", monkeypatch), "mine.json", view.example_workload_text().encode()
