@@ -80,3 +80,18 @@ def ambiguous_accelerator_note(row: dict[str, Any]) -> str | None:
     if found is None or not found.ambiguous:
         return None
     return f"{row['name']}'s {found.note()}; give the full name to choose"
+
+
+def redated_price_note(before: dict[str, Any], after: dict[str, Any], given: set[str]) -> str | None:
+    """A price kept as it was but dated anew, since a row has one date for its prices and the other price
+    was just set (None where nothing was redated)."""
+    old, new = before.get("price_date"), after.get("price_date")
+    if "price_date" in given or old is None or new is None or old == new:
+        return None
+    kept = [(kind, finite_float(after.get(column))) for kind, column in PRICES.items() if column not in given]
+    kept = [(kind, price) for kind, price in kept if price is not None]
+    if not kept:
+        return None
+    kind, price = kept[0]
+    return (f"{after.get('name')}'s {kind} price ${price:,.10g}/h, of {old}, is now dated {new} too: a row "
+            "has one date for its prices (--price-date gives theirs)")  # fmt: skip

@@ -127,7 +127,7 @@ def cmd_instances(args: argparse.Namespace) -> int:
         set_instance,
         stale_builtin_names,
     )
-    from stash_core.catalog.row_warnings import ambiguous_accelerator_note, row_warnings
+    from stash_core.catalog.row_warnings import ambiguous_accelerator_note, redated_price_note, row_warnings
 
     path = db_path(args)
     action = args.instances_action
@@ -177,9 +177,13 @@ def cmd_instances(args: argparse.Namespace) -> int:
         row = add_instance(path, name=args.name, **fields)
         said = f"added {row['name']} to the catalog in {path}"
     else:
+        before = get_instance(path, args.name) or {}
         row = set_instance(path, args.name, **fields)
         said = f"updated {row['name']} in {path}: " + ", ".join(f"{key}={row[key]}" for key in fields)
     print(printable(said))
+    redated = redated_price_note(before, row, set(fields)) if action == "set" else None
+    if redated:
+        print(printable(f"note: {redated}"))
     for warning in row_warnings(row, set(fields)):
         print(printable(f"warning: {warning}"), file=sys.stderr)
     note = ambiguous_accelerator_note(row) if row.get("accelerator_count") else None

@@ -31,3 +31,20 @@ def test_a_gpu_the_table_lacks_is_warned_of_with_the_names_it_is_close_to(tmp_pa
     cpu = ["--accelerator", "none", "--accelerator-count", "0"]
     assert main(["instances", "add", "cpu-box", *cpu, *db]) == 0
     assert "warning" not in capsys.readouterr().err
+
+
+def test_a_price_kept_but_dated_anew_with_the_other_is_said(tmp_path, capsys):
+    """A row has one date for its prices: setting its spot price dated its on-demand price today, unsaid."""
+    db = ["--db", str(tmp_path / "r.duckdb")]
+    prices = ["--on-demand-usd-per-h", "2.5", "--spot-usd-per-h", "1", "--price-date", "2023-01-01"]
+    cpu = ["--accelerator", "none", "--accelerator-count", "0"]
+    assert main(["instances", "add", "box", *cpu, *prices, *db]) == 0
+    capsys.readouterr()
+    assert main(["instances", "set", "box", "--spot-usd-per-h", "0.9", *db]) == 0
+    out = capsys.readouterr().out
+    assert "note: box's on-demand price $2.5/h, of 2023-01-01, is now dated " in out
+    assert "a row has one date for its prices (--price-date gives theirs)" in out
+    for again in (["--spot-usd-per-h", "0.8"], ["--spot-usd-per-h", "0.7", "--price-date", "2024-01-01"],
+                  ["--vcpus", "4"]):  # fmt: skip
+        assert main(["instances", "set", "box", *again, *db]) == 0
+        assert "now dated" not in capsys.readouterr().out
