@@ -136,8 +136,9 @@ def format_recommendation(result: Recommendation, show_all: bool = False) -> str
         within_s = None if budget_h is None else budget_h * 3600
         lines += [_option_line(row, within_s, config_w) for row in records]
         lines.append(
-            "  workers: GPUs used of each instance's GPUs; price of: the date of the catalog's price (its source: "
-            "`stash instances show NAME`); ?: not predicted (CPU and disk stalls need a profile with real data); "
+            "  workers: GPUs used of each instance's GPUs; price of: the date of the catalog's price (its "
+            "source: `stash instances show NAME`); ?: not predicted, left out of the time (CPU and disk "
+            "stalls need a profile with real data; one on another GPU gives the CPU stall alone); "
             "±err: the held-out error of the compute path (-: compute measured); ±comm: of the "
             "communication, a share of the step; *: unvalidated error"
         )

@@ -36,7 +36,7 @@ from stash_core.decide.recommend.costs import (
     option_row,
     step_remainder_s,
 )
-from stash_core.decide.whatif import cpu_stall_elsewhere
+from stash_core.decide.recommend.cpu_carry import carried_cpu_stall, carried_or_why, data_profile
 from stash_core.errors import UsageError, UserModelError
 from stash_core.store import get_run
 from stash_core.store.reads import stored_model_counts
@@ -130,7 +130,7 @@ class OptionPlanner:
         reason in `excluded`) when either is missing."""
         base = self._base_run(name, instance, workers)
         if base is None:
-            return self._spec_estimate(name, workers, count)
+            return self._spec_estimate(name, instance, workers, count)
         stalls = {"compute": finite_float(base.get("compute_s"))}
         if stalls["compute"] is None:
             self._exclude(f"{name}: profile {base['run_id']} has no compute time")
@@ -233,26 +233,13 @@ class OptionPlanner:
         self, base: dict[str, Any], instance: dict[str, Any], workers: int, stalls: dict[str, float | None]
     ) -> tuple[float, str] | None:
         """The base profile's CPU stall on this instance (its vCPUs per worker, its step), and a note; None
-        where the profile cannot tell (no cached real-data phase, an instance without a vCPU count)."""
-        vcpus = finite_float(instance.get("vcpus"))
-        if not vcpus:
-            return None
-        run = self._run(base)
+        where the profile cannot tell (cpu_carry.carried_cpu_stall)."""
         sync_s = sum(stalls.get(name) or 0.0 for name in ("compute", "interconnect", "network"))
-        # the profiled machine's cores counted as this one's are, by the catalog, where it has the instance
-        profiled_vcpus = finite_float((self.catalog.get(base["instance"]) or {}).get("vcpus"))
-        profiled = profiled_vcpus / int(base["workers_per_node"]) if profiled_vcpus else None
-        found = cpu_stall_elsewhere(run, vcpus / workers, sync_s, profiled) if run else None
-        if found is None:
-            return None
-        stall_s, sample_s = found
-        return stall_s, (
-            f"CPU stall for {vcpus / workers:g} vCPUs per worker from {base['run_id']}'s "
-            f"{sample_s * 1e3:.2f} ms of CPU per sample (its loader workers, each vCPU as fast as a core of "
-            "the profiled machine)"
-        )
+        return carried_cpu_stall(self._run(base), base, instance, workers, sync_s, self.catalog)
 
-    def _spec_estimate(self, name: str, workers: int, count: int) -> Estimate | None:
+    def _spec_estimate(
+        self, name: str, instance: dict[str, Any], workers: int, count: int
+    ) -> Estimate | None:
         """No profile on this accelerator: the prediction from the model's counts and the instance's specs
         (stash_core.decide.predict), scaled from a profile on another GPU where there is one."""
         predictor = self._spec_predictor()
@@ -271,7 +258,8 @@ class OptionPlanner:
             self._exclude(result + advice)
             return None
         # CPU and disk stalls depend on the data pipeline and the machine: without a profile they are not
-        # predicted (None, shown as such), not zero; the iteration time leaves them out and says so.
+        # predicted (None, shown as such), not zero; the iteration time leaves them out and says so. A
+        # profile with real data on another GPU gives the CPU stall (the pipeline is the job's).
         stalls = {
             "compute": result.compute_s,
             "interconnect": result.interconnect_s,
@@ -279,17 +267,23 @@ class OptionPlanner:
             "cpu": None,
             "disk": None,
         }
-        notes = [
-            "CPU and disk stalls not predicted (they need a profile with real data), left out of the time",
-            *result.notes,
-        ]
+        stalls["cpu"], said = self._carried_cpu(instance, workers, result.iteration_s)
+        notes = [said, *result.notes]
+        carried = stalls["cpu"] is not None
+        if carried:
+            notes.insert(1, "disk stall not predicted (it needs a profile with real data on this GPU)")
+        iteration_s = result.iteration_s + (stalls["cpu"] or 0.0)
         source = "measured" if getattr(result, "measured", False) else "predicted"
         basis = f"{result.path}: {result.basis}"
-        unvalidated = not getattr(result, "validated", True)
+        unvalidated = not getattr(result, "validated", True) or carried
         return Estimate(
-            source, None, basis, result.iteration_s, stalls, result.expected_error, notes, unvalidated,
+            source, None, basis, iteration_s, stalls, result.expected_error, notes, unvalidated,
             result.path, result.memory_needed_gb, result.memory_gb, getattr(result, "comm_error", None),
         )  # fmt: skip
+
+    def _carried_cpu(self, instance: dict[str, Any], workers: int, sync_s: float) -> tuple[float | None, str]:
+        base = data_profile(self._ordered_rows)
+        return carried_or_why(base, self._run(base) if base else {}, instance, workers, sync_s, self.catalog)
 
     def _spec_predictor(self) -> Predictor | str:
         if self._predictor is None:

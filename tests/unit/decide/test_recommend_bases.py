@@ -157,3 +157,24 @@ def test_a_profile_on_the_same_gpu_scales_with_no_model_error_and_another_gpus_w
     assert same["path"] == other["path"] == "scaled"
     assert same["compute_s"] == pytest.approx(0.05) and pd.isna(same["expected_error"])
     assert "the same GPU" in same["basis"] and other["expected_error"] > 0
+
+
+def test_a_profile_with_real_data_gives_its_cpu_stall_to_rows_of_other_gpus_predicted_from_specs(tmp_path):
+    """Rows of the profiled GPU counted its CPU stall (38.7 ms, 72% of the step) and the others left it out,
+    yet all were ranked together: 8 x H100 read three times faster than 8 x H200."""
+    db = tmp_path / "r.duckdb"
+    run_id = _profile(db, "h200-lab", "NVIDIA H200", 1, {"compute": 0.0134, "cpu": 0.0387, "disk": 0.0016})
+    asked = dict(ASKED, instances=["a3-highgpu-1g", "p5en.48xlarge"], max_instances=1, workers_per_instance=1)
+    rows = recommend(db, "resnet18", 8, **asked).options.set_index("instance")
+    h100, h200 = rows.loc["a3-highgpu-1g"], rows.loc["p5en.48xlarge"]
+    assert h100["cpu_s"] is not None and h100["cpu_s"] > 0.02 and pd.isna(h100["disk_s"])
+    note = str(h100["note"])
+    assert f"from {run_id}'s " in note and "disk stall not predicted" in note
+    assert "CPU and disk stalls not predicted" not in note
+    assert h100["iteration_s"] > h100["compute_s"] + h100["cpu_s"] * 0.99 and h100["unvalidated"]
+    assert h200["cpu_s"] > 0.02  # the profiled GPU's row, as before
+    # without a real-data profile the stalls stay unpredicted, said as before
+    bare = recommend(tmp_path / "bare.duckdb", "resnet18", 8, **asked).options.set_index("instance")
+    assert pd.isna(bare.loc["a3-highgpu-1g", "cpu_s"])
+    said = str(bare.loc["a3-highgpu-1g", "note"])
+    assert "CPU and disk stalls not predicted (they need a profile with real data)" in said
