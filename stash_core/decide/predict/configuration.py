@@ -54,6 +54,7 @@ class ComputePath(NamedTuple):
     basis: str
     step_s: float
     model_free: bool
+    run_id: str | None = None  # the profile its compute comes from
 
 
 @dataclass
@@ -77,6 +78,7 @@ class ConfigPrediction:
     # the whole step as a profile measured it: this configuration's compute and communication (a "measured"
     # compute with predicted communication is a prediction)
     measured: bool = False
+    run_id: str | None = None  # the stored profile its compute comes from (measured or scaled)
 
     @property
     def iteration_s(self) -> float:
@@ -178,7 +180,7 @@ class Predictor:
         if not memory.fits:
             return f"{name}: {DOES_NOT_FIT} - {memory.note}"
         compute = self.compute(accelerator)
-        path, basis, compute_s, model_free = self._compute_path(name, accelerator, compute.step_s)
+        path, basis, compute_s, model_free, run_id = self._compute_path(name, accelerator, compute.step_s)
         stated = None if model_free else stated_error(path, self.batch_size, accelerator.name)
         if stated is not None and self.cost.recurrent:
             stated = widened_for_recurrent(stated)
@@ -211,7 +213,7 @@ class Predictor:
             name, accelerator.name, count, workers, path, basis, compute_s, interconnect_s, network_s,
             stated.error if stated else None, memory.needed_gb, memory.available_gb, notes,
             stated.validated if stated else True, comm_error,
-            path == "measured" and (exact is not None or workers * count == 1),
+            path == "measured" and (exact is not None or workers * count == 1), run_id,
         )  # fmt: skip
 
     def _measured_interconnect(self, name: str, workers: int) -> float | None:
@@ -246,7 +248,7 @@ class Predictor:
         if same and self.job.is_default(self.default_optimizer):
             row = same[0]
             basis = f"compute of profile {row['run_id']}"
-            return ComputePath("measured", basis, float(row["compute_s"]), model_free=True)
+            return ComputePath("measured", basis, float(row["compute_s"]), True, row["run_id"])
         # a profile on this very GPU first (the ratio is then one: no model error), else the newest on any
         anchored = [(row, profile_accelerator(row, self.catalog)) for row in self._same_model()]
         anchored.sort(key=lambda pair: pair[1] is None or pair[1].name != accelerator.name)  # stable sort
@@ -259,9 +261,9 @@ class Predictor:
             machine = machine_name(row["instance"])
             if base.name == accelerator.name and self.job.is_default(self.default_optimizer):
                 basis = f"compute of profile {row['run_id']} on {machine}, the same GPU"
-                return ComputePath("scaled", basis, scaled, model_free=True)
+                return ComputePath("scaled", basis, scaled, True, row["run_id"])
             basis = f"compute of profile {row['run_id']} on {machine} x step-model ratio"
-            return ComputePath("scaled", basis, scaled, model_free=False)
+            return ComputePath("scaled", basis, scaled, False, row["run_id"])
         basis = f"step model ({self.calibration_note})"
         return ComputePath("roofline", basis, model_s, model_free=False)
 

@@ -124,7 +124,7 @@ def _measured_on_cpu(row: dict[str, Any], workers: int, count: int) -> ConfigPre
              "every row, memory not checked"]  # fmt: skip
     return ConfigPrediction(
         row["instance"], None, count, workers, "measured", f"profile {row['run_id']}", compute_s,
-        interconnect_s, network_s, None, None, None, notes, measured=True,
+        interconnect_s, network_s, None, None, None, notes, measured=True, run_id=row["run_id"],
     )  # fmt: skip
 
 

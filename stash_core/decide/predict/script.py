@@ -187,7 +187,7 @@ class ScriptPredictor:
         return ConfigPrediction(
             name, accelerator.name, count, workers, PATH, basis, compute_s, comm.interconnect_s,
             comm.network_s, stated.error, float("nan"), accelerator.memory_gb, notes, stated.validated,
-            comm_error,
+            comm_error, run_id=base.run_id,
         )  # fmt: skip
 
     def _measured(self, name: str, accelerator: Accelerator, notes: list[str]) -> ConfigPrediction:
@@ -196,6 +196,7 @@ class ScriptPredictor:
             name, accelerator.name, base.nodes, base.workers, "measured", f"script run {base.run_id}",
             base.compute_s, base.interconnect_s or 0.0, base.network_s or 0.0, None, float("nan"),
             accelerator.memory_gb, notes, measured=True,  # the run's own configuration: its step as measured
+            run_id=base.run_id,
         )  # fmt: skip
 
     def _memory_note(self, accelerator: Accelerator) -> str:

@@ -205,8 +205,8 @@ class OptionPlanner:
         unvalidated = elsewhere is not None or (modelled and not error_known)
         basis_text = "; ".join(basis)
         return Estimate(
-            "predicted", None, basis_text, iteration_s, stalls, None, notes, unvalidated, path="profile",
-            comm_error=comm_error,
+            "predicted", base["run_id"], basis_text, iteration_s, stalls, None, notes, unvalidated,
+            path="profile", comm_error=comm_error,
         )  # fmt: skip
 
     def _published_comm(self, name: str, workers: int, count: int) -> Any | None:
@@ -277,7 +277,7 @@ class OptionPlanner:
         basis = f"{result.path}: {result.basis}"
         unvalidated = not getattr(result, "validated", True) or carried
         return Estimate(
-            source, None, basis, iteration_s, stalls, result.expected_error, notes, unvalidated,
+            source, result.run_id, basis, iteration_s, stalls, result.expected_error, notes, unvalidated,
             result.path, result.memory_needed_gb, result.memory_gb, getattr(result, "comm_error", None),
         )  # fmt: skip
 

@@ -173,6 +173,7 @@ def test_a_profile_with_real_data_gives_its_cpu_stall_to_rows_of_other_gpus_pred
     assert "CPU and disk stalls not predicted" not in note
     assert h100["iteration_s"] > h100["compute_s"] + h100["cpu_s"] * 0.99 and h100["unvalidated"]
     assert h200["cpu_s"] > 0.02  # the profiled GPU's row, as before
+    assert h100["run_id"] == h200["run_id"] == run_id  # the profile each row's figures come from (was None)
     # without a real-data profile the stalls stay unpredicted, said as before
     bare = recommend(tmp_path / "bare.duckdb", "resnet18", 8, **asked).options.set_index("instance")
     assert pd.isna(bare.loc["a3-highgpu-1g", "cpu_s"])
