@@ -230,7 +230,7 @@ def recommend(
     best = ranked.iloc[0].to_dict() if len(ranked) else None
     result = Recommendation(request, options, best, excluded=planner.excluded, label_warnings=label_warnings)
     result.profiles_set_aside = set_aside
-    result.price_warning = stale_prices(options)
+    result.price_warning = stale_prices(options, request)
     if best is None:
         result.infeasible_reason = infeasible_reason(options, request, planner.excluded)
     else:

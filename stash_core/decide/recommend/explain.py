@@ -143,11 +143,15 @@ def _tie(options: pd.DataFrame, best: dict[str, Any]) -> str:
     )
 
 
-def stale_prices(options: pd.DataFrame) -> str:
+def stale_prices(options: pd.DataFrame, request: dict[str, Any] | None = None) -> str:
     """A line when a price the answer rests on is older than PRICE_AGE_DAYS, or has no date (those of the
-    options that meet the constraints, where one does: else of every option)."""
+    options that meet the constraints and of the cheaper-looking ones the explanations quote, given the
+    request, where one meets them: else of every option)."""
     if "feasible" in options and options["feasible"].any():
-        options = options[options["feasible"]]
+        feasible = options[options["feasible"]]
+        best = feasible.sort_values("rank").iloc[0].to_dict() if "rank" in feasible else None
+        quoted = _explained(options, best, request) if best is not None and request is not None else None
+        options = feasible if quoted is None else pd.concat([feasible, quoted])
     if options.empty or "price_date" not in options:
         return ""
     undated = int(options["usd_per_h"].notna().sum() - options["price_date"].notna().sum())

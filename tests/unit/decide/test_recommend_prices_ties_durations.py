@@ -138,6 +138,27 @@ def test_old_prices_are_a_warning_with_a_recommendation_or_without_one(tmp_path)
         assert not [line for line in said["explanations"] if "prices dated" in line]
 
 
+def test_an_old_price_an_explanation_quotes_is_warned_of_too(tmp_path):
+    """An explanation quoted "old costs $0.50/h" for an option over the budget, and the warning named only
+    the feasible options' price dates."""
+    from stash_core.catalog import add_instance
+    from stash_core.decide.recommend import recommend
+
+    db = tmp_path / "x.duckdb"
+    old = (date.today() - timedelta(days=PRICE_AGE_DAYS + 30)).isoformat()
+    gpu = dict(accelerator="NVIDIA A10G 24 GB", accelerator_count=1, vcpus=4, network_gbps=10)
+    add_instance(db, name="old", **gpu, on_demand_usd_per_h=0.5, price_date=old)
+    add_instance(db, name="new", accelerator="NVIDIA H100 SXM 80 GB", accelerator_count=1, vcpus=26,
+                 network_gbps=100, on_demand_usd_per_h=3.0, price_date=date.today().isoformat())  # fmt: skip
+    asked = dict(instances=["old", "new"], max_instances=1)
+    hours = recommend(db, "resnet18", 32, 1, 1_000_000, budget_hours=1e6, **asked).options
+    budget = float(hours["training_h"].mean())  # between the two: only new meets it
+    said = recommend(db, "resnet18", 32, 1, 1_000_000, budget_hours=budget, **asked).to_json()
+    assert said["recommended"]["instance"] == "new"
+    assert any("1 x old costs $" in line for line in said["explanations"]), said["explanations"]
+    assert any(f"prices dated {old} are older than" in line for line in said["warnings"]), said["warnings"]
+
+
 def test_profiles_on_machines_the_catalog_lacks_are_named_one_instance_an_entry(tmp_path):
     """not_predicted held {"instance": "profiles on lab-a, lab-b", ...}: not an instance's name."""
     from result_docs import result_doc
