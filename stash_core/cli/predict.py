@@ -107,7 +107,12 @@ def rows_shown(text: str) -> int | None:
 
 def instance_selection(text: str) -> list[str] | None:
     """argparse type of --instances: None for 'all', else the names (a comma list of identifiers)."""
-    return None if text.strip().lower() == "all" else comma_list(identifier, 1000)(text)
+    if text.strip().lower() == "all":
+        return None
+    names = comma_list(identifier, 1000)(text)
+    if "all" in (name.lower() for name in names):  # else "unknown instance(s) all"
+        raise argparse.ArgumentTypeError("'all' stands for every catalog instance: give it alone, or names")
+    return names
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
@@ -276,7 +281,8 @@ def _header(request: dict, errors: dict) -> list[str]:
         f"{request['model']}, batch {request['batch_size']} per worker{shape}, {precision_words(request)}, "
         f"{request['habits'] + ', ' if request.get('habits') else ''}{per_instance}; ±err: the held-out "
         "error of each row's compute path and batch regime on "
-        "published figures it was not fitted to (its GPU's own where that runs wider); ±comm: the held-out "
+        "published figures it was not fitted to (its GPU's own where that runs wider; -: compute measured on "
+        "this GPU, or scaled from a profile on it, no model between); ±comm: the held-out "
         "error of the step's communication on several GPUs (one machine, several machines, or the links' "
         "own where wider), a share of the step",
         *([f"GPUs: {', '.join(name.removeprefix('NVIDIA ') for name in request['gpus'])}"]

@@ -22,6 +22,7 @@ from stash_core.catalog.accelerators import (
 )
 from stash_core.catalog.unknown_names import unknown_names_note
 from stash_core.cells import plain_row
+from stash_core.decide.predict.catalog_fixes import catalog_fixes
 from stash_core.decide.predict.configuration import ConfigPrediction, Predictor
 from stash_core.decide.predict.cpu_rows import cpu_instance_rows, cpu_profiles, off_their_gpus
 from stash_core.decide.predict.profile_arithmetic import DEFAULT_PRECISION
@@ -338,6 +339,8 @@ def prediction_rows(
                 counted = f"{count} x "
                 if count < max_instances and result.startswith(counted):
                     result = f"{count}-{max_instances} x {result.removeprefix(counted)}"
+                fixes = catalog_fixes(result, name)  # as recommend says them
+                result += f" ({'; or '.join(fixes)})" if fixes else ""
                 if result not in refused:
                     refused.append(result)
                 break

@@ -4,7 +4,8 @@ profile of one machine measures the network between several)."""
 
 from __future__ import annotations
 
-from stash_core.decide.predict.collectives import NO_GPU_LINK, NO_NETWORK
+from stash_core.decide.predict.catalog_fixes import catalog_fixes
+from stash_core.decide.predict.collectives import NO_NETWORK
 from stash_core.terminal import shell_word
 
 
@@ -13,14 +14,7 @@ def unpredicted_advice(
 ) -> str:
     """' (what makes it predictable or measured)' for `count` x `name` with `workers` GPUs each, or ''."""
     instance = shell_word(name)
-    fixes = []
-    if NO_NETWORK in reason:
-        fixes.append(f"give its network: `stash instances set {instance} --network-gbps GBPS`")
-    if NO_GPU_LINK in reason:
-        fixes.append(
-            f"give its GPU link: `stash instances set {instance} --interconnect LINK` (NVSwitch, NVLink, "
-            "PCIe, PCIe peer-to-peer or none)"
-        )
+    fixes = catalog_fixes(reason, name)
     # a profile of the whole machine is the option of one, and the base of all where the instance itself is
     # what is unknown (its reason names no count: its GPU)
     whole_instance = count == 1 or not reason.startswith(f"{count} x ")

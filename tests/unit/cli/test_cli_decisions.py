@@ -289,6 +289,15 @@ def test_recommend_takes_all_instances_as_predict_does(tmp_path, capsys):
     assert capsys.readouterr().out == every
 
 
+def test_all_among_instance_names_is_refused_for_what_it_is(capsys):
+    """`--instances all,p5.48xlarge` said "unknown instance(s) all"."""
+    from stash_core.cli.predict import instance_selection
+
+    assert instance_selection("ALL") is None and instance_selection("a,b") == ["a", "b"]
+    with pytest.raises(argparse.ArgumentTypeError, match="'all' stands for every catalog instance: give it"):
+        instance_selection("all,p5.48xlarge")
+
+
 def test_a_campaign_this_machine_cannot_run_part_of_is_refused_before_it_runs(tmp_path, monkeypatch):
     """--workers 3,1 on two cores: the dry run listed both as "to run", and the campaign stopped at the
     3-worker profile without running the one that fits."""

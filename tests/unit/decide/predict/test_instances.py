@@ -105,3 +105,19 @@ def test_a_long_gpu_name_keeps_the_table_s_columns_apart(tmp_path, capsys) -> No
     row = next(line for line in lines if "1 x z51" in line)
     assert "24 GB  predicted" in row
     assert row.index("predicted") == heading.index("source")  # under its heading
+
+
+def test_an_instance_lacking_a_link_or_network_figure_is_told_the_command_that_gives_it(tmp_path):
+    """`recommend` named `stash instances set ... --interconnect`; `predict` gave the same reason bare."""
+    db = tmp_path / "r.duckdb"
+    add_instance(db, name="twin", accelerator="NVIDIA V100 16 GB", accelerator_count=2, vcpus=12)
+    answer = predict_instances(db, "resnet18", 8, instances=["twin"], max_instances=2)
+    [line] = answer.not_predictable
+    assert line.startswith("1-2 x twin: communication not predictable - interconnect unknown")
+    assert line.endswith("(give its GPU link: `stash instances set twin --interconnect LINK` (NVSwitch, "
+                         "NVLink, PCIe, PCIe peer-to-peer or none))")  # fmt: skip
+    one_gpu = dict(instances=["twin"], max_instances=2, workers_per_instance=1)
+    answer = predict_instances(db, "resnet18", 8, **one_gpu)
+    assert answer.not_predictable == ["2 x twin: communication not predictable - the catalog has no network "
+                                      "bandwidth for this instance (give its network: `stash instances set "
+                                      "twin --network-gbps GBPS`)"]  # fmt: skip
