@@ -189,6 +189,12 @@ def run_detail(run: dict | None) -> None:
     largest = None if faulty else views.breakdown.headline_stall(run)
     if faulty and not run.get("impossible"):  # a stall without a valid figure could be the largest one
         cols[2].metric("Largest stall", "unknown", help=f"no valid stored figure for: {', '.join(faulty)}")
+    elif largest is not None and (rivals := views.breakdown.headline_rivals(run, largest)):
+        names = [STALL_LABELS.get(stall["stall"], stall["stall"]) for stall in (largest, *rivals)]
+        cols[2].metric(
+            "Largest stall", "Not told apart", " or ".join(names), delta_color="off", delta_arrow="off",
+            help="their 95% intervals overlap: more rounds of launches, or more time a run, tell them apart",
+        )  # fmt: skip
     elif largest is not None:
         cols[2].metric(
             "Largest stall",

@@ -306,6 +306,21 @@ def headline_stall(run: dict[str, Any]) -> dict[str, Any] | None:
     return max(candidates, key=lambda s: s["seconds"]) if candidates else None
 
 
+def headline_rivals(run: dict[str, Any], largest: dict[str, Any]) -> list[dict[str, Any]]:
+    """The other stalls whose 95% interval reaches the headline's (headline_stall), largest first: which of
+    them is the largest is not told apart (a stall not resolved, too, may be the largest)."""
+    low_s = largest["seconds"] - abs(finite_float(largest.get("ci95_s")) or 0.0)
+    rivals = [
+        stall
+        for stall in run.get("stalls") or []
+        if stall is not largest
+        and stall.get("status") in ("measured", "clamped_zero")
+        and (seconds := finite_float(stall.get("seconds"))) is not None
+        and seconds + abs(finite_float(stall.get("ci95_s")) or 0.0) >= low_s
+    ]
+    return sorted(rivals, key=lambda stall: -stall["seconds"])
+
+
 def breakdown_rows(con: Any, where: str, params: list[Any], limit: int) -> pd.DataFrame:
     """stall_breakdown rows of the newest `limit` runs matching `where` (a condition on runs made by
     store/queries_breakdown.py), labelled, newest first; `figures` says which breakdowns cannot be

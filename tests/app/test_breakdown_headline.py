@@ -165,3 +165,15 @@ def test_an_impossible_run_is_marked_in_the_lists_of_runs_not_only_on_its_own_pa
              (impossible["run_id"], possible["run_id"])}  # fmt: skip
     assert [label.endswith(" · impossible") for label in shown[impossible["run_id"]]] == [True], shown
     assert [label.endswith("impossible") for label in shown[possible["run_id"]]] == [False], shown
+
+
+def test_stalls_whose_intervals_overlap_are_not_told_apart_in_the_headline(empty_db: Path) -> None:
+    """"Largest stall: Compute, 45.9% of the iteration" beside compute 67.9 ± 53.9 ms and interconnect
+    61.9 ± 39 ms."""
+    doc = result_doc(stalls={"compute": 0.0679, "interconnect": 0.0619, "cpu": 0.001})
+    for stall, ci95_s in (("compute", 0.0539), ("interconnect", 0.039)):
+        doc["breakdown"]["stalls"][stall]["ci95_s"] = ci95_s
+    store.ingest_result(empty_db, doc)
+    app = open_run(doc["run_id"])
+    [metric] = [metric for metric in app.metric if metric.label == "Largest stall"]
+    assert metric.value == "Not told apart" and "Compute or Interconnect" in str(metric.delta)
