@@ -14,7 +14,7 @@ from stash_core.errors import UsageError
 from stash_core.spec import default_of
 from stash_core.userfiles import save_model_file
 from stash_core.views.common import plain
-from stash_core.views.run_form import number_range
+from stash_core.views.run_form import RunForm, number_range
 
 MODEL_SOURCES = {"zoo": "Model zoo", "file": "Python file on this machine", "upload": "Upload a Python file",
                  "script": "Your training script"}  # fmt: skip
@@ -153,3 +153,12 @@ def number_field(
     typed = place.number_input(label, value=value, key=key, persist_state="session",
                                help=f"{help}; {said}" if help else said, **WHOLE)  # fmt: skip
     return as_typed(typed)
+
+
+def target_field(place: Any) -> float:
+    """The target interval in percent (checked on Start: views.run_form), the spec's default first."""
+    return place.number_input(
+        "Target interval (± %)", value=RunForm.target_ci_pct, format="%g", key="run-target",
+        persist_state="session", help="the 95% interval's half-width that 'auto' and the rounds seek, as a "
+        "share of each stall; a busy machine may need ±10% or more within the time limit",
+    )  # fmt: skip

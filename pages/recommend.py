@@ -199,9 +199,9 @@ def ranked_view(ranked: pd.DataFrame) -> None:
         "● measured: profiled on that instance. ◇ predicted: from the model's FLOPs and bytes and the "
         "instance's accelerator and links (or scaled from a profile on another GPU), ± its own expected "
         "error (compute's and communication's, ±comm, added, as the card states it), 'unvalidated' where no "
-        "held-out figure of the GPU exists. CPU and disk stalls need a profile with real data (one on another "
-        "GPU gives the CPU stall alone, for each instance's vCPUs); those not predicted are missing from the "
-        "bars."
+        "held-out figure of the GPU exists. CPU and disk stalls need a profile with real data (one on "
+        "another GPU gives the CPU stall alone, for each instance's vCPUs); those not predicted are missing "
+        "from the bars."
     )
     gpus, source = views.recommend.gpus_used(ranked), views.recommend.marked_source(ranked)
     ranked = ranked.assign(source=source, gpus=gpus)

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from pages._run_model import model_field, number_field
+from pages._run_model import model_field, number_field, target_field
 from pages._shared import (
     STATUS_ICONS,
     chart_with_download,
@@ -38,6 +38,7 @@ from stash_core.views.run_form import (
     FIRST_SYNTHETIC_IMAGES,
     RUN_PAGE_WORDS,
     RunForm,
+    carried_stalls,
     default_stalls,
 )
 
@@ -95,18 +96,16 @@ def profile_form(running: list[JobState]) -> None:
         data_source = st.radio("Data", list(DATA_SOURCES), format_func=DATA_SOURCES.get, key="run-data",
                                persist_state="session")
         real = data_source != "none"
-        stall_options = list(STALL_LABELS)
+        # A key per setup: a choice of stalls stays while the setup stays (a keyed widget would keep its first
+        # default); a new setup starts from the last choice, with what it can and cannot measure.
+        setup, key = (workers, nodes, real), f"run-stalls-{min(workers, 2)}-{min(nodes, 2)}-{int(real)}"
+        last = st.session_state.get("run-stalls-last")
+        first = default_stalls(*setup) if last is None else carried_stalls(last[1], last[0], setup)
         stalls = st.pills(
-            "Stalls to measure",
-            stall_options,
-            selection_mode="multi",
-            default=default_stalls(workers, nodes, real),
-            format_func=STALL_LABELS.get,
-            # A key per setup: a choice of stalls stays while the setup stays, and the setup's own defaults
-            # come back when it changes (a keyed widget would keep its first default).
-            key=f"run-stalls-{min(workers, 2)}-{min(nodes, 2)}-{int(real)}",
-            persist_state="session",
-        )
+            "Stalls to measure", list(STALL_LABELS), selection_mode="multi", default=first,
+            format_func=STALL_LABELS.get, key=key, persist_state="session",
+        )  # fmt: skip
+        st.session_state["run-stalls-last"] = (setup, list(stalls or []))
         find_unused = workers > 1 and not script.get("use_script") and st.checkbox(
             "Find unused parameters every step", key="run-unused", persist_state="session",
             help="DDP's find_unused_parameters: for a model that uses some parameters on some steps only",
@@ -119,7 +118,7 @@ def profile_form(running: list[JobState]) -> None:
         elif data_source == "dataset":
             dataset = st.text_input("Data set folder", placeholder="/data/imagenet/train", key="run-dataset",
                                     persist_state="session")
-        cols = st.columns(4)
+        cols = st.columns(5)
         input_shape = cols[0].text_input(
             "Input shape",
             placeholder="3,224,224",
@@ -132,10 +131,11 @@ def profile_form(running: list[JobState]) -> None:
             value=default_of("iterations"),
             key="run-iterations",
             persist_state="session",
-            help="'auto': until the 95% interval is within ±2%; or a number",
+            help="'auto': until the 95% interval is within the target; or a number",
         )
-        max_phase_s = number_field(cols[2], "Time limit per phase (s)", "max_phase_s", key="run-maxs")
-        device = cols[3].selectbox("Device", ["auto", "cpu", "cuda"], key="run-device",
+        target_ci_pct = target_field(cols[2])
+        max_phase_s = number_field(cols[3], "Time limit per phase (s)", "max_phase_s", key="run-maxs")
+        device = cols[4].selectbox("Device", ["auto", "cpu", "cuda"], key="run-device",
                                    persist_state="session")
         cols = st.columns(2)
         instance = cols[0].text_input(
@@ -177,6 +177,7 @@ def profile_form(running: list[JobState]) -> None:
         find_unused_parameters=bool(find_unused),
         iterations=iterations.strip() or "auto",
         max_phase_s=max_phase_s,
+        target_ci_pct=target_ci_pct,
         instance=instance,
         where=where,
         hosts=hosts,

@@ -20,6 +20,7 @@ from stash_core.spec import ProfileSpec, default_of, option_rule, script_model_n
 from stash_core.spec_checks import check_fields, check_label
 from stash_core.spec_parse import FieldError, parse_input_shape, parse_iterations, parse_stalls
 from stash_core.terminal import clipped
+from stash_core.units import finite_float
 from stash_core.zoo_names import ZOO_NAMES, close_zoo_names, refuse_other_input
 
 # How the form words a wrong spec value: by field, or "field/rule" where a field has several checks. Fields
@@ -51,17 +52,18 @@ FIELD_MESSAGES = {
 FIELD_LABELS = {
     "batch_size": "Batch size", "workers_per_node": "Workers", "nodes": "Nodes",
     "synthetic_images": "Synthetic images", "num_classes": "Classes", "iterations": "Iterations",
-    "max_phase_s": "Time limit per phase (s)",
+    "max_phase_s": "Time limit per phase (s)", "target_relative_ci": "Target interval (± %)",
 }  # fmt: skip
 # A finished or failed profile's words on the Run page: `stash profile`'s options as the form's fields, the
 # longest first (views.common.in_page_words); those it has no field for are named by RUN_PAGE_LACKS.
 RUN_PAGE_WORDS = {
-    "--max-phase-seconds": "Time limit per phase (s)", "--iterations N": "Iterations per phase",
+    "--max-phase-seconds": "Time limit per phase", "--iterations N": "Iterations per phase",
+    "--target-ci": "Target interval",
     "--iterations": "Iterations per phase", "--workers": "Workers per machine", "--nodes": "Machines (nodes)",
     "--batch-size": "Batch size (per worker)", "--synthetic-images": "Number of images",
     "--input-shape": "Input shape",
 }  # fmt: skip
-RUN_PAGE_LACKS = ("--launches", "--target-ci", "--max-iterations", "--threads-per-worker")
+RUN_PAGE_LACKS = ("--launches", "--max-iterations", "--threads-per-worker")
 
 
 def options_not_on_the_page(lines: list[str]) -> str | None:
@@ -102,6 +104,7 @@ class RunForm:
     find_unused_parameters: bool = False  # DDP's, for a model that uses some parameters on some steps only
     iterations: str = default_of("iterations")
     max_phase_s: float = default_of("max_phase_s")
+    target_ci_pct: float = default_of("target_relative_ci") * 100  # the 95% interval's half-width sought, %
     instance: str = ""
     where: str = "local"  # local | hosts | cluster
     hosts: str = ""
@@ -121,6 +124,15 @@ def default_stalls(workers: int, nodes: int, real_data: bool = True) -> list[str
     STALL_NEEDS)."""
     return ["compute"] + (["interconnect"] if workers > 1 else []) + (["network"] if nodes > 1 else []) + (
         ["cpu", "disk"] if real_data else [])  # fmt: skip
+
+
+def carried_stalls(
+    chosen: list[str], before: tuple[int, int, bool], after: tuple[int, int, bool]
+) -> list[str]:
+    """The stalls offered when the setup (workers, nodes, real data) changes from `before` to `after`: the
+    choice made, less those `after` cannot measure, plus those it measures and `before` could not."""
+    could, can = default_stalls(*before), default_stalls(*after)
+    return [stall for stall in can if stall in chosen or stall not in could]
 
 
 # A stall the setup cannot measure, in the form's words (engine/plan.py's STALL_NEEDS names the flags).
@@ -216,6 +228,7 @@ def form_spec(form: RunForm, base: Path) -> ProfileSpec:
         find_unused_parameters=form.find_unused_parameters,
         iterations=parse_iterations(str(form.iterations).strip()),
         max_phase_s=float(form.max_phase_s or 0),
+        target_relative_ci=_target(form.target_ci_pct),
         instance=form.instance.strip() or None,
         device=form.device,
         hosts=hosts,
@@ -223,6 +236,14 @@ def form_spec(form: RunForm, base: Path) -> ProfileSpec:
         ssh_key=_absolute(form.ssh_key, base) if remote else None,
         cluster="emulated" if form.where == "cluster" else None,
     )
+
+
+def _target(percent: float | None) -> float:
+    """The form's target in percent as the spec's fraction; UsageError outside (0, 100)."""
+    value = finite_float(percent)
+    if value is None or not 0 < value < 100:
+        raise UsageError(f"Target interval (± %): a percentage above 0 and below 100, got {percent!r}")
+    return value / 100
 
 
 def _script_spec(form: RunForm, base: Path, hosts: list[str]) -> ProfileSpec:

@@ -216,6 +216,19 @@ def test_run_form_refuses_bad_input_and_starts_nothing(empty_db: Path) -> None:
     assert jobs.list_jobs(empty_db) == []
 
 
+def test_run_form_keeps_the_stalls_chosen_when_the_workers_change(empty_db: Path) -> None:
+    """Disk fetch, deselected with one worker, came back when the workers were set to 2."""
+    app = open_page("Run")
+    app.radio(key="run-data").set_value("synthetic").run()
+    assert app.button_group(key="run-stalls-1-1-1").value == ["compute", "cpu", "disk"]
+    app.button_group(key="run-stalls-1-1-1").set_value(["compute", "cpu"]).run()
+    app.number_input(key="run-workers").set_value(2).run()
+    assert app.button_group(key="run-stalls-2-1-1").value == ["compute", "interconnect", "cpu"]  # one added
+    app.radio(key="run-data").set_value("none").run()  # CPU and disk need real data: dropped
+    assert app.button_group(key="run-stalls-2-1-0").value == ["compute", "interconnect"]
+    assert not app.exception
+
+
 def test_run_form_offers_the_specs_bounds_and_defaults(empty_db: Path) -> None:
     """The Run page's numbers come from the spec's one table of options: its ranges (said in the help and
     checked on Start: a bounded input would start with its last value in range) and its defaults."""

@@ -43,6 +43,15 @@ def test_the_command_runs_what_the_form_says(tmp_path: Path) -> None:
     assert command_spec(profile_args(form(find_unused_parameters=True))).find_unused_parameters
 
 
+def test_the_target_interval_is_a_field_in_percent() -> None:
+    """The Run page could not change the ±2% target its own warnings asked to widen."""
+    assert command_spec(profile_args(form(target_ci_pct=10))).target_relative_ci == pytest.approx(0.1)
+    assert "--target-ci" not in profile_args(form())  # the default, left out
+    for wrong in (0, 100, -5, float("nan"), None):
+        with pytest.raises(UsageError, match=r"Target interval \(± %\): a percentage above 0 and below 100"):
+            profile_args(form(target_ci_pct=wrong))
+
+
 def test_relative_files_and_folders_are_made_absolute_against_the_dashboards_folder(tmp_path: Path) -> None:
     (tmp_path / "net.py").write_text("def make(num_classes=10): ...\n")
     (tmp_path / "data" / "cls").mkdir(parents=True)
@@ -199,13 +208,13 @@ def test_a_profiles_messages_name_the_run_pages_fields_and_say_where_the_others_
 
     said = "more iterations per run (--iterations N, or a smaller --target-ci); a larger --max-phase-seconds"
     assert in_page_words(said, RUN_PAGE_WORDS) == (
-        "more iterations per run (Iterations per phase, or a smaller --target-ci); a larger Time limit per "
-        "phase (s)"
+        "more iterations per run (Iterations per phase, or a smaller Target interval); a larger Time limit "
+        "per phase"
     )
     assert in_page_words("--workers 500: too many", RUN_PAGE_WORDS) == "Workers per machine 500: too many"
     assert in_page_words("stopped at --max-iterations", RUN_PAGE_WORDS) == "stopped at --max-iterations"
     assert options_not_on_the_page([said, "fewer --launches"]) == (
-        "--launches, --target-ci: options of `stash profile` that this page leaves at their defaults; run "
+        "--launches: options of `stash profile` that this page leaves at their defaults; run "
         "the command to set them"
     )
     assert options_not_on_the_page(["a stall not resolved"]) is None
