@@ -23,6 +23,7 @@ from pages._shared import (
 from pages._stalls import stall_bars
 from stash_core import views
 from stash_core.views.common import plain
+from stash_core.views.compare_spread import with_interval, with_spread
 
 NORMALISED = {
     "samples_per_s": ("Throughput", "samples/s", ",.1f"),
@@ -97,6 +98,10 @@ SOURCE_LEGEND = alt.Legend(orient="top", columns=1)
 LOG_SPREAD = 30  # largest over smallest value beyond which a bar chart's axis is logarithmic
 
 
+# figures drawn with the iteration's spread (views.compare_spread): the time and cost charts'
+SPREAD_COLUMNS = ("epoch_s", "s_per_million_samples", "usd_per_epoch", "usd_per_million_samples")
+
+
 def bar(frame: pd.DataFrame, column: str, title: str, number_format: str, ascending: bool) -> alt.Chart:
     data = frame.dropna(subset=[column])
     order = list(data.sort_values(column, ascending=ascending)["configuration"])
@@ -109,11 +114,12 @@ def bar(frame: pd.DataFrame, column: str, title: str, number_format: str, ascend
     if wide:
         domain = [float(values.min()) / 2, float(values.max()) * 1.5]
         scale = alt.Scale(type="log", domain=domain, clamp=True)
-    return (
+    y = alt.Y("configuration:N", sort=order, title=None, axis=alt.Axis(labelLimit=320))
+    bars = (
         alt.Chart(data)
         .mark_bar()
         .encode(
-            y=alt.Y("configuration:N", sort=order, title=None, axis=alt.Axis(labelLimit=320)),
+            y=y,
             x=alt.X(f"{column}:Q", title=f"{title}, log scale" if wide else title, scale=scale,
                     axis=alt.Axis(format=number_format)),  # fmt: skip
             color=alt.Color("source:N", scale=SOURCE_COLOURS, title=None, legend=SOURCE_LEGEND),
@@ -127,8 +133,15 @@ def bar(frame: pd.DataFrame, column: str, title: str, number_format: str, ascend
                 alt.Tooltip("runs:Q"),
             ],
         )
-        .properties(height=alt.Step(34))
     )
+    if f"{column}_low" not in data:  # a figure drawn without its spread (the normalised views)
+        return bars.properties(height=alt.Step(34))
+    # the iteration's spread: a measured row's 95% interval, a predicted row's stated error
+    spread = alt.Chart(data).mark_rule(color="#333333").encode(
+        y=y, x=alt.X(f"{column}_low:Q", scale=scale), x2=f"{column}_high:Q",
+        tooltip=[alt.Tooltip("configuration:N"), alt.Tooltip("spread:Q", title="±", format=".0%")],
+    )  # fmt: skip
+    return alt.layer(bars, spread).properties(height=alt.Step(34))
 
 
 def main() -> None:
@@ -176,7 +189,10 @@ def main() -> None:
     for warning in everything.attrs.get("label_warnings") or []:
         st.warning(plain(warning), icon=":material/report:")
     verdict(measured)
-    frame = predictions(everything, measured)
+    frame = with_spread(predictions(everything, measured), SPREAD_COLUMNS)
+    # a measured row's ± beside each derived figure; a predicted row's is in its Source (its stated error)
+    spread = [None if source == "predicted" or s != s else s
+              for s, source in zip(frame["spread"], frame["source"], strict=True)]  # fmt: skip
 
     st.subheader("Side by side")
     meanings = frame["meaning"] if "meaning" in frame else pd.Series("", index=frame.index)
@@ -190,12 +206,15 @@ def main() -> None:
                 seconds_text(v, c)
                 for v, c in zip(frame["iteration_s"], frame["iteration_ci95_s"], strict=True)
             ],
-            "Epoch": [seconds_text(v) for v in frame["epoch_s"]],
-            "Samples/s": [number_text(v) for v in frame["samples_per_s"]],
+            "Epoch": [seconds_text(v, v * s if s is not None else None)
+                      for v, s in zip(frame["epoch_s"], spread, strict=True)],  # fmt: skip
+            "Samples/s": [with_interval(number_text(v), number_text(v * s) if s is not None else None)
+                          for v, s in zip(frame["samples_per_s"], spread, strict=True)],  # fmt: skip
             "Per GPU": [number_text(v) for v in frame["samples_per_s_per_gpu"]],
             "USD/h": [usd_text(v) for v in frame["usd_per_h"]],
-            "USD/epoch": [usd_text(v) for v in frame["usd_per_epoch"]],
-            "USD per 1M samples": [usd_text(v) for v in frame["usd_per_million_samples"]],
+            "USD/epoch": [with_interval(usd_text(v), usd_text(v * s) if s is not None else None)
+                          for v, s in zip(frame["usd_per_epoch"], spread, strict=True)],  # fmt: skip
+            "USD/1M samples": [usd_text(v) for v in frame["usd_per_million_samples"]],
             # what a predicted row's figures mean beyond its ±: an overhead-bound step ranks by the host
             "Note": notes,
         }

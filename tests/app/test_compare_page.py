@@ -154,3 +154,37 @@ def test_predicted_configurations_show_where_their_time_goes_beside_the_measured
     assert "are not predicted" in _captions(app)
     app.toggle(key="cmp-predicted").set_value(False).run()
     assert not any(row["configuration"].endswith("· predicted") for row in _shares_rows(app))
+
+
+def test_derived_figures_carry_the_iterations_spread(populated_db: Path) -> None:
+    """Only the iteration had its ±: a measured row's epoch, throughput and cost, and the charts, had none."""
+    import json
+
+    app = _shown_page()
+    table = app.dataframe[0].value
+    measured = table[table["Source"].str.startswith("● measured")]
+    for column in ("Epoch", "Samples/s", "USD/epoch"):
+        assert measured[column].str.contains(" ± ").all(), (column, measured[column].tolist())
+    predicted = table[table["Source"].str.startswith("◇ predicted")]
+    assert not predicted["Samples/s"].str.contains(" ± ").any()  # its stated error is in its Source
+    specs = [json.dumps(json.loads(chart.proto.spec)) for chart in app.get("vega_lite_chart")]
+    timed = [spec for spec in specs if "Time per" in spec]
+    assert timed and all('"rule"' in spec and "epoch_s_high" in spec for spec in timed)
+
+
+def test_a_throughputs_bounds_are_the_inverse_of_the_iterations() -> None:
+    import pandas as pd
+    import pytest
+
+    from stash_core.views.compare_spread import relative_spread, with_spread
+
+    frame = pd.DataFrame({"source": ["measured", "predicted"], "iteration_s": [0.1, 0.2],
+                          "iteration_ci95_s": [0.01, None], "expected_error": [None, 0.3],
+                          "comm_error": [None, 0.1], "epoch_s": [10.0, 20.0],
+                          "samples_per_s": [100.0, 50.0]})  # fmt: skip
+    spread = with_spread(frame, ("epoch_s", "samples_per_s"))
+    assert spread["spread"].tolist() == pytest.approx([0.1, 0.4])  # 95% interval; compute's and comm's added
+    assert spread.loc[0, ["epoch_s_low", "epoch_s_high"]].tolist() == pytest.approx([9.0, 11.0])
+    bounds = spread.loc[0, ["samples_per_s_low", "samples_per_s_high"]].tolist()
+    assert bounds == pytest.approx([100 / 1.1, 100 / 0.9])
+    assert relative_spread({"source": "measured", "iteration_s": 0.1}) is None

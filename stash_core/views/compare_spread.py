@@ -1,0 +1,45 @@
+"""The uncertainty of the Compare page's derived figures: an epoch, a throughput and a cost are the iteration
+time scaled, so each carries the iteration's relative spread (a measured row's 95% interval, a predicted row's
+stated error: compute's and communication's added)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pandas as pd
+
+from stash_core.decide.recommend.costs import step_error
+from stash_core.units import finite_float
+
+
+def relative_spread(row: dict[str, Any]) -> float | None:
+    """The row's iteration time's relative half-width: its 95% interval where measured, its stated error
+    where predicted; None where neither is known."""
+    if row.get("source") == "predicted":
+        return step_error(row)
+    ci95_s, iteration_s = finite_float(row.get("iteration_ci95_s")), finite_float(row.get("iteration_s"))
+    if ci95_s is None or not iteration_s:
+        return None
+    return abs(ci95_s / iteration_s)
+
+
+def with_spread(frame: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
+    """`frame` with `spread` (relative_spread) and, for each column, `<column>_low` and `<column>_high`: the
+    figure at the iteration's spread (a time or cost grows with the iteration; NaN where it is not known).
+    A throughput's bounds are the inverse's, so `samples_per_s` takes 1 / (1 ± spread)."""
+    spreads = [relative_spread(row) for row in frame.to_dict(orient="records")]
+    out = frame.assign(spread=[math.nan if s is None else s for s in spreads])
+    for column in columns:
+        values = pd.to_numeric(out[column], errors="coerce")
+        if column.startswith("samples_per_s"):
+            low, high = values / (1 + out["spread"]), values / (1 - out["spread"]).clip(lower=1e-9)
+        else:
+            low, high = values * (1 - out["spread"]).clip(lower=0), values * (1 + out["spread"])
+        out[f"{column}_low"], out[f"{column}_high"] = low, high
+    return out
+
+
+def with_interval(text: str, half_width_text: str | None) -> str:
+    """'216.2 ± 21.3' (the half-width's text beside the figure's), or the figure alone."""
+    return f"{text} ± {half_width_text}" if half_width_text and text not in ("", "–", "-") else text
