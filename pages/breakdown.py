@@ -243,7 +243,7 @@ WHATIF_TITLES = {"cpu": "CPU cores per worker", "disk": "Memory cache", "network
 
 def what_if(run: dict) -> None:
     """What would hide the CPU, disk and network stalls, each with the predicted iteration time."""
-    if run.get("status") != "completed":
+    if run.get("status") not in ("completed", "interrupted"):  # an interrupted one has its rounds' breakdown
         st.info("What-if answers need a completed run.")
         return
     try:

@@ -27,18 +27,21 @@ import os
 from pathlib import Path
 from typing import Any
 
+from stash_core.analysis.coherence import impossible_of_stored
 from stash_core.analysis.stats import resolved
 from stash_core.catalog import get_instance
 from stash_core.decide.fit.observations import spec_bandwidth_gbps, split_instance_label
 from stash_core.decide.whatif_stalls import (
     DEFAULT_TARGET_SHARE,
     MIN_TARGET_SHARE,
-    NOISE_SHARE,
     checked_figure,
     hidden,
+    phase_times,
     seconds_of,
+    synthetic_step_s,
     unanswered,
     why_not,
+    within_noise,
 )
 from stash_core.errors import UsageError, no_run_error
 from stash_core.store import get_run, telemetry_frame
@@ -57,11 +60,15 @@ def whatif(db_path: Path | str, run_id: str, target_share: float = DEFAULT_TARGE
     run = get_run(db_path, run_id)
     if run is None:
         raise no_run_error(run_id, db_path)
-    if (status := run.get("status")) != "completed":
+    status = run.get("status")
+    if status not in ("completed", "interrupted"):  # an interrupted run has the breakdown of its rounds done
         raise UsageError(f"run {run['run_id']} did not complete ({status or '-'}): nothing to ask of it")
     if finite_float(run.get("iteration_s")) is None:  # none, or a damaged row's inf or NaN
         raise UsageError(f"run {run['run_id']} has no iteration time: nothing to ask of it")
-    phases, times = _phase_times(run)
+    if impossible := impossible_of_stored(run.get("warnings"), run.get("stalls")):  # cpu at 141%: 27 cores
+        raise UsageError(f"run {run['run_id']}: {impossible.split('. ')[0]}; what would hide its stalls "
+                         f"cannot be told from it (`stash show {run['run_id']}` says why)")  # fmt: skip
+    phases, times = phase_times(run)
     stalls = {stall["stall"]: checked_figure(stall) for stall in run["stalls"]}
     telemetry = None
     if "R2" in phases:
@@ -85,7 +92,7 @@ def cpu_answer(run: dict[str, Any], times: dict[str, float], stalls: dict[str, d
     entry = stalls.get("cpu") or {}
     if entry.get("status") not in ("measured", "clamped_zero") or "R3" not in times:
         return unanswered(why_not(entry, "cpu", "R3" in times, "cached real-data phase (R3)"))
-    t_sync = _sync_s(times)
+    t_sync = synthetic_step_s(times)
     if t_sync is None:
         return unanswered("not measured: no synthetic-data phase to compare with")
     if run.get("loader_workers") is None or not run.get("batch_size"):
@@ -167,8 +174,8 @@ def cpu_stall_elsewhere(
     CPU stall hidden or within the noise (R3 is then not the loaders' time), or loading in the main process
     (0 loader workers: serial, whatever the cores), or loader workers or batch not recorded (a script's runs
     that disagree)."""
-    _, times = _phase_times(run)
-    t_sync = _sync_s(times)
+    _, times = phase_times(run)
+    t_sync = synthetic_step_s(times)
     unknown = run.get("loader_workers") is None or not run.get("batch_size")
     if "R3" not in times or t_sync is None or cores_per_worker <= 0 or unknown:
         return None
@@ -186,19 +193,6 @@ def cpu_stall_elsewhere(
         return None
     loading_s = int(run["batch_size"]) * sample_cpu_s / min(loaders, cores_per_worker)
     return max(0.0, loading_s - sync_s), sample_cpu_s
-
-
-def _phase_times(run: dict[str, Any]) -> tuple[dict[str, dict], dict[str, float]]:
-    """The run's completed phases by name, and their mean iteration seconds."""
-    phases = {p["phase"]: p for p in run.get("phases") or [] if p.get("status") == "completed"}
-    return phases, {
-        name: mean for name, p in phases.items() if (mean := finite_float(p.get("mean_s"))) is not None
-    }
-
-
-def _sync_s(times: dict[str, float]) -> float | None:
-    """The step with the data ready: the synthetic-data run nearest to R3 (R1n, R1, else R0)."""
-    return times.get("R1n") or times.get("R1") or times.get("R0")
 
 
 def _loader_cost(
@@ -233,12 +227,7 @@ def disk_answer(
         "sample_bytes_from": how,
         "dataset_images": images,
     }
-    status, ci95_s = entry.get("status"), entry.get("ci95_s")
-    # Within the noise (an interval wider than the stall; for one clamped to 0, an interval that reaches past
-    # the share counted as hidden): neither hidden nor a size to cache can be told.
-    if (status == "measured" and not resolved(entry.get("seconds") or 0.0, ci95_s)) or (
-        status == "clamped_zero" and (ci95_s is None or t2 - t3 + ci95_s > NOISE_SHARE * t2)
-    ):
+    if within_noise(entry, t2, t2 - t3):  # neither hidden nor a size to cache can be told
         noise = "the disk stall is within the noise of this run: what caching would hide it cannot be told"
         unknown = {"cache_fraction_needed": None, "cache_bytes_needed": None, "predicted_iteration_s": None}
         return {**base, **unknown, "status": "within the noise",
@@ -303,6 +292,11 @@ def network_answer(
         "bandwidth_from": how,
         "target_share": target_share,
     }
+    if within_noise(entry, iteration_s):  # 0.91 s ± 1.43 s (82% of the iteration) read "already hidden"
+        unknown = dict.fromkeys(("bandwidth_factor_needed", "bandwidth_gbps_needed", "predicted_iteration_s"))
+        noise = "the network stall is within the noise of this run: the bandwidth to hide it cannot be told"
+        return {**base, **unknown, "status": "within the noise",
+                "summary": f"{noise} (a smaller --target-ci resolves it)"}  # fmt: skip
     if hidden(network_s, entry, iteration_s):
         return {
             **base,

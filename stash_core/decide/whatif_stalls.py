@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from stash_core.analysis.stalls import stall_fault
+from stash_core.analysis.stats import resolved
 from stash_core.units import finite_float
 
 NOISE_SHARE = 0.02  # a stall below 2% of the iteration (or its CI) counts as already hidden
@@ -47,6 +48,29 @@ def unanswered(status: str) -> dict[str, Any]:
 
 def seconds_of(entry: dict | None) -> float | None:
     return finite_float(entry.get("seconds")) if entry else None
+
+
+def phase_times(run: dict[str, Any]) -> tuple[dict[str, dict], dict[str, float]]:
+    """The run's completed phases by name, and their mean iteration seconds."""
+    phases = {p["phase"]: p for p in run.get("phases") or [] if p.get("status") == "completed"}
+    return phases, {
+        name: mean for name, p in phases.items() if (mean := finite_float(p.get("mean_s"))) is not None
+    }
+
+
+def synthetic_step_s(times: dict[str, float]) -> float | None:
+    """The step with the data ready: the synthetic-data run nearest to R3 (R1n, R1, else R0)."""
+    return times.get("R1n") or times.get("R1") or times.get("R0")
+
+
+def within_noise(entry: dict[str, Any], reference_s: float, raw_s: float = 0.0) -> bool:
+    """A stall that tells nothing, neither hidden nor a size: measured with an interval wider than itself,
+    or clamped to 0 with an interval that reaches past the share counted as hidden (raw_s: the difference
+    of its runs before the clamp)."""
+    status, ci95_s = entry.get("status"), entry.get("ci95_s")
+    if status == "measured":
+        return not resolved(entry.get("seconds") or 0.0, ci95_s)
+    return status == "clamped_zero" and (ci95_s is None or raw_s + ci95_s > NOISE_SHARE * reference_s)
 
 
 def hidden(stall_s: float, entry: dict[str, Any], reference_s: float) -> bool:

@@ -294,6 +294,33 @@ def test_a_disk_stall_clamped_to_zero_within_a_wide_interval_is_within_the_noise
     assert narrow["status"] == "hidden already" and narrow["cache_fraction_needed"] == 0.0
 
 
+def test_a_network_stall_within_the_noise_is_not_called_hidden(tmp_path):
+    """0.91 s ± 1.43 s, 82% of the iteration, read "network stall is already hidden" (factor 1.0)."""
+    db = tmp_path / "w.duckdb"
+    doc = result_doc(nodes=2, instance="lab@1gbit", stalls={"compute": 0.2, "network": 0.91})
+    doc["breakdown"]["stalls"]["network"]["ci95_s"] = 1.43
+    ingest_result(db, doc)
+    network = whatif(db, doc["run_id"])["network"]
+    assert network["status"] == "within the noise" and network["bandwidth_factor_needed"] is None
+    assert network["predicted_iteration_s"] is None and "hidden" not in network["summary"]
+    assert "within the noise" in format_whatif(whatif(db, doc["run_id"]))
+
+
+def test_an_impossible_breakdown_is_no_ground_for_an_answer_and_an_interrupted_ones_is(tmp_path):
+    """CPU at 141% of the iteration gave "27 CPU cores per worker hide the CPU stall"; an interrupted run
+    whose first round completed, which `stash show` breaks down, was refused as not completed."""
+    db = tmp_path / "w.duckdb"
+    data = dict(loader_workers=1, cpu_cores=8, batch_size=32, stalls=DATA_STALLS)
+    said = "impossible differential run: cpu is 141% of the iteration. Cause: load. To do: rerun"
+    impossible = _store(db, **data, warnings=[said])
+    with pytest.raises(UsageError, match=r": impossible differential run: cpu is 141% of the iteration; wha"):
+        whatif(db, impossible)
+    interrupted = result_doc(**data)
+    interrupted["status"] = "interrupted"
+    ingest_result(db, interrupted)
+    assert whatif(db, interrupted["run_id"])["cpu"]["status"] == "answered"
+
+
 def test_a_run_without_a_status_or_model_is_said_with_a_dash_not_none(tmp_path):
     db = tmp_path / "w.duckdb"
     run_id = _store(db, loader_workers=1, cpu_cores=8, batch_size=32, stalls=DATA_STALLS)
