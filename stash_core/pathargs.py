@@ -109,6 +109,18 @@ def env_path(variable: str) -> Path | None:
     return expand_home(text) if text else None
 
 
+def dataset_cache_root() -> Path:
+    """Folder that holds generated data sets: $STASH_CACHE_DIR/datasets or ~/.cache/stash/datasets."""
+    explicit = env_path("STASH_CACHE_DIR")
+    if explicit is not None:
+        return explicit / "datasets"
+    home = home_folder()
+    if home is None:
+        raise UsageError("no home folder to keep generated data sets in ($HOME is unset and this user has "
+                         "none): set STASH_CACHE_DIR to a folder, or give --dataset")
+    return home / ".cache" / "stash" / "datasets"
+
+
 def path_argument(name: str, value: object) -> Path | None:
     """A file or folder given from Python (the API, the store's functions) as the command line would take
     it: `~` expanded (expand_home), no control character; UsageError "name: reason" for another type, an
@@ -238,9 +250,23 @@ def check_outputs(parser: argparse.ArgumentParser, args: argparse.Namespace, db:
 
 
 # Folders read as a training job's data: what a command writes inside one is read as data by the next. A
-# --dataset is read as its class folders, so what lands there is the database's results/ beside it; a
-# --data-dir is read whole by the script, so any output inside it is.
-DATA_FOLDERS = {"dataset": False, "data_dir": True}  # dest -> whether its outputs count too
+# --dataset is read as its class folders, so what lands there is the database's results/ beside it, and an
+# output inside a class folder; a --data-dir is read whole by the script, so any output inside it is.
+DATA_FOLDERS = {"dataset": False, "data_dir": True}  # dest -> whether its outputs at its top count too
+
+
+def _data_folders(args: argparse.Namespace) -> Iterator[tuple[str, str, bool]]:
+    """(the flag and value said, its real path, whether outputs at its top count) of each folder read as data:
+    those given, and the generated data sets' folder where --synthetic-images makes one."""
+    for dest, whole in DATA_FOLDERS.items():
+        for value in _values(getattr(args, dest, None)):
+            yield f"--{dest.replace('_', '-')} {value}", os.path.realpath(value), whole
+    if getattr(args, "synthetic_images", None):
+        try:
+            root = dataset_cache_root()
+        except UsageError:  # no home folder: said where the set is made
+            return
+        yield f"--synthetic-images (generated in {root})", os.path.realpath(root), False
 
 
 def refuse_writes_into_data(
@@ -253,20 +279,20 @@ def refuse_writes_into_data(
     outputs = [(action.option_strings[0] if action.option_strings else action.dest, Path(value))
                for action in actions if role_of(action) == OUTPUT
                for value in _values(getattr(args, action.dest, None))]  # fmt: skip
-    for dest, whole in DATA_FOLDERS.items():
-        for value in _values(getattr(args, dest, None)):
-            folder = os.path.realpath(value)
-            if folder == os.sep:  # the whole file system: refused for what it is, where it is read
-                continue
-            written = ([("--db", db)] if stored else []) + (outputs if whole else [])
-            for flag, path in written:
-                # by its own folder too: results/ is made beside a linked database, not beside its target
-                beside = os.path.join(os.path.realpath(Path(path).parent), Path(path).name)
-                places = {os.path.realpath(path), beside}
-                if any(place.startswith(folder.rstrip(os.sep) + os.sep) for place in places):
-                    named = f"--{dest.replace('_', '-')} {value}"
-                    why = "what Stash writes there would be read as data by the next profile"
-                    raise UsageError(f"{flag} {path} is inside {named}: {why}; choose a path outside it")
+    for named, folder, whole in _data_folders(args):
+        if folder == os.sep:  # the whole file system: refused for what it is, where it is read
+            continue
+        inside = folder.rstrip(os.sep) + os.sep
+        for flag, path in ([("--db", db)] if stored else []) + outputs:
+            # by its own folder too: results/ is made beside a linked database, not beside its target
+            parent = os.path.realpath(Path(path).parent)
+            places = {os.path.realpath(path), os.path.join(parent, Path(path).name)}
+            # an output at a --dataset's top is never read (only its class folders are); the database's
+            # results/ beside it is
+            read = flag == "--db" or whole or parent != folder
+            if read and any(place.startswith(inside) for place in places):
+                why = "what Stash writes there would be read as data by the next profile"
+                raise UsageError(f"{flag} {path} is inside {named}: {why}; choose a path outside it")
 
 
 def refuse_overwrite(flag: str, output: str | Path, reads: list[tuple[str, Path]]) -> None:

@@ -84,7 +84,7 @@ def _sized_to_classes(spec: ProfileSpec, info, data_classes: int):
 def data_folder(spec: ProfileSpec) -> Path:
     """Where the cold run reads from, so the read cap is checked there before anything runs: --dataset, a
     script's --data-dir, else the folder of generated data sets (what of it exists yet)."""
-    from stash_core.data.dataset_dir import dataset_cache_root
+    from stash_core.pathargs import dataset_cache_root
 
     if spec.dataset or spec.data_dir:
         return Path(spec.dataset or spec.data_dir)

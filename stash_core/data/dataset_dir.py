@@ -12,25 +12,12 @@ from typing import Any
 
 from stash_core.data.pagecache import sync_filesystem_of
 from stash_core.errors import UsageError, write_failure
-from stash_core.pathargs import env_path, home_folder
 from stash_core.proc import pid_alive
 from stash_core.terminal import one_line
 from stash_core.units import size_words
 
 MANIFEST_NAME = "MANIFEST.json"
 _TMP_PREFIX = ".tmp-"
-
-
-def dataset_cache_root() -> Path:
-    """Folder that holds generated data sets: $STASH_CACHE_DIR/datasets or ~/.cache/stash/datasets."""
-    explicit = env_path("STASH_CACHE_DIR")
-    if explicit is not None:
-        return explicit / "datasets"
-    home = home_folder()
-    if home is None:
-        raise UsageError("no home folder to keep generated data sets in ($HOME is unset and this user has "
-                         "none): set STASH_CACHE_DIR to a folder, or give --dataset")
-    return home / ".cache" / "stash" / "datasets"
 
 
 def read_manifest(dataset_dir: Path) -> dict[str, Any] | None:

@@ -17,13 +17,13 @@ from PIL import Image, ImageChops, ImageDraw
 
 from stash_core.data.dataset_dir import (
     build_dataset_dir,
-    dataset_cache_root,
     read_file_bytes,
     scan_class_folders,
     total_size_bytes,
 )
 from stash_core.errors import UsageError
 from stash_core.interrupts import check_stop_request
+from stash_core.pathargs import dataset_cache_root
 from stash_core.terminal import one_line
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp")

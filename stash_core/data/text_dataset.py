@@ -12,13 +12,13 @@ import torch
 
 from stash_core.data.dataset_dir import (
     build_dataset_dir,
-    dataset_cache_root,
     read_file_bytes,
     scan_class_folders,
     total_size_bytes,
 )
 from stash_core.errors import UsageError
 from stash_core.interrupts import check_stop_request
+from stash_core.pathargs import dataset_cache_root
 
 TEXT_SUFFIXES = (".txt",)
 _GENERATOR_VERSION = 1

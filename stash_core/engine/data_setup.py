@@ -266,6 +266,6 @@ def cold_run_not_separable(doc: dict) -> dict[str, str]:
 
 def _kept_in() -> str:
     """Where a generated data set is kept (docs/commands.md says how to reclaim the space)."""
-    from stash_core.data.dataset_dir import dataset_cache_root
+    from stash_core.pathargs import dataset_cache_root
 
     return f" in {dataset_cache_root()} (kept for the next profile)"

@@ -170,7 +170,7 @@ def test_a_path_with_control_characters_is_refused(capsys) -> None:
 def _readers_of_path_variables():
     """(variable, what reads it, the path it gives for a value of `~/chosen`, home being HOME)."""
     from stash_core.campaign.skypilot_task import check_cache_dir
-    from stash_core.data.dataset_dir import dataset_cache_root
+    from stash_core.pathargs import dataset_cache_root
     from stash_core.decide.predict.step_cache import cache_dir
     from stash_core.launch.cluster.names import state_dir_for
 

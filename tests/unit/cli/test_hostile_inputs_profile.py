@@ -44,6 +44,7 @@ def world(tmp_path, monkeypatch) -> dict[str, str]:
     cwd = tmp_path / "cwd"
     cwd.mkdir()
     monkeypatch.chdir(cwd)
+    monkeypatch.setenv("STASH_CACHE_DIR", str(root / "cache"))
     return {"tmp": str(root)}
 
 
@@ -91,6 +92,15 @@ REFUSED = [
      "/ds/link.duckdb is inside"),
     ("out-inside-the-data-dir", [*SCRIPT, "--data-dir", "{tmp}/ds", "--out", "{tmp}/ds/r.json"],
      "/ds/r.json is inside --data-dir"),
+    # read as an image of class a by the next profile ("skipping 1 of 27 image files: 1 corrupt")
+    ("out-inside-a-class-folder", ["profile", "--model", "resnet10", "--batch-size", "4", "--dataset",
+                                   "{tmp}/ds", "--out", "{tmp}/ds/a/zz.png", "--db", "{tmp}/p.duckdb"],
+     "/ds/a/zz.png is inside --dataset"),
+    # every later profile of the generated set failed: "class folder 'results' holds no image files"
+    ("db-inside-the-generated-data-sets", ["profile", "--model", "resnet10", "--batch-size", "4",
+                                           "--synthetic-images", "64", "--db",
+                                           "{tmp}/cache/datasets/synthetic-64/x.duckdb"],
+     "is inside --synthetic-images (generated in "),
     ("dataset-class-without-images", [*PROFILE, "--dataset", "{tmp}/ds_empty_class"],
      "class folder 'results' holds no image files"),
     # options that would be stored and never used

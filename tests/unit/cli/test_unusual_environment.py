@@ -100,7 +100,7 @@ def test_a_path_duckdb_would_open_under_another_name_is_refused(tmp_path, monkey
 
 def test_with_no_home_folder_counted_steps_are_not_kept_and_data_sets_ask_for_a_folder(tmp_path, monkeypatch):
     from stash_core import pathargs
-    from stash_core.data.dataset_dir import dataset_cache_root
+    from stash_core.pathargs import dataset_cache_root
     from stash_core.decide.predict.step_cache import cache_dir, cached
 
     def no_home():
