@@ -18,8 +18,8 @@ from typing import Any
 
 import duckdb
 
-import stash_core
 from stash_core import store
+from stash_core.api.database_notes import new_database_note
 from stash_core.api.profile_inputs import built_model, data_and_model, data_folder
 from stash_core.catalog import check_document
 from stash_core.engine.jobs import ProfileRecord, jobs_dir, register_profile
@@ -77,31 +77,6 @@ class ProfileRun:
         return f"saved the {self.doc['status']} run {self.doc['run_id']} to {self.where}"
 
 
-def new_database_note(db_path: Path, at_start: bool) -> str:
-    """The note that a profile starts a new database (at its start) or made one (at its end)."""
-    if at_start:  # a folder made for it is said too: a mistyped folder in --db starts a new tree
-        folder = "" if db_path.parent.exists() else f", nor its folder {db_path.parent} (made for it)"
-        return (
-            f"note: {db_path} does not exist yet{folder}: this profile starts a new database there (the "
-            f"dashboard opens it with {dashboard_command(db_path)}, or its sidebar)"
-        )
-    return (
-        f"note: {db_path} is a new database: the dashboard shows it when opened on it "
-        f"({dashboard_command(db_path)}, or its sidebar); --db or $STASH_DB chooses the database"
-    )
-
-
-def dashboard_command(db_path: Path) -> str:
-    """The command that opens the dashboard on `db_path`, to paste in any folder: the database's absolute
-    path (run.sh changes to its own folder, where a relative one would name another file) and run.sh's,
-    each quoted for the shell."""
-    database = f"STASH_DB={shell_word(os.path.abspath(db_path))}"
-    run_sh = Path(stash_core.PACKAGE_PARENT) / "run.sh"
-    if run_sh.is_file():
-        return f"{database} {shell_word(str(run_sh))}"
-    return f"{database} ./run.sh in a Stash checkout"  # installed without the repository
-
-
 Report = Callable[[ProfileRun], None]
 
 
@@ -124,7 +99,7 @@ def run_profile_flow(
     named_by = db_named_by(getattr(args, "db", None))
     if origin == "python":  # profile(db=...) names the argument as the caller wrote it
         named_by = named_by.replace("--db", "db")
-    check_writable(db_path, args.out, not args.no_store, named_by)
+    locked = check_writable(db_path, args.out, not args.no_store, named_by)
     db_was_new = not db_path.exists()
     batch = f"batch {spec.batch_size}" if spec.batch_size else "the script's batch"
     label = f"{spec.model} · {batch} · {spec.workers_per_node} worker(s)" + (
@@ -136,8 +111,7 @@ def run_profile_flow(
     # set prepared there). A data set refused takes the registration back, and the folders it made.
     existed, refused = nearest_existing(jobs_dir(db_path)), False
     try:
-        # --no-store writes no database, nor a job folder beside the one it names (it was made in the folder
-        # the command ran from)
+        # --no-store writes no database, nor a job folder beside the one it names (nor where the command ran)
         unregistered = ProfileRecord(None)
         with unregistered if args.no_store else register_profile(db_path, command, label, origin) as record:
             reporter = record.reporter(make_reporter(args.progress))
@@ -148,13 +122,12 @@ def run_profile_flow(
                 raise
             if db_was_new and not args.no_store:  # said before the measuring, not only after
                 notify(new_database_note(db_path, at_start=True))
+            if locked:
+                notify(locked)
             run = _measure_and_save(spec, model_info, data, args, db_path, cluster_state, reporter)
             run.db_was_new = db_was_new
-            run_id, status, result_file = (
-                run.doc["run_id"],
-                run.doc["status"],
-                run.out_path and str(run.out_path),
-            )
+            run_id, status = run.doc["run_id"], run.doc["status"]
+            result_file = run.out_path and str(run.out_path)
             # what could not be saved is the line to show where the run did not reach the database
             stored = run.in_database
             error = run.doc["error"] or run.problem
@@ -229,11 +202,13 @@ def checked_spec(args: argparse.Namespace) -> tuple[ProfileSpec, Path | None]:
     return spec, cluster_state
 
 
-def check_writable(db_path: Path, out_path: Path | None, store_db: bool, named_by: str = "--db") -> None:
+def check_writable(
+    db_path: Path, out_path: Path | None, store_db: bool, named_by: str = "--db"
+) -> str | None:
     """Refuse before measuring anything if the results could not be saved: --out a directory or in a place
-    that cannot be written, --db a directory, not a DuckDB file, corrupt, too new or not writable."""
-    if store_db:
-        check_storable(db_path, named_by)
+    that cannot be written, --db a directory, not a DuckDB file, corrupt, too new or not writable. Returns
+    a note where the database is locked by another process now (storing waits for its turn)."""
+    note = check_storable(db_path, named_by) if store_db else None
     # The database first: the result files' default folder is beside it, so a bad --db explains both.
     if out_path is not None and out_path.is_dir():
         raise UsageError(f"--out {out_path} is a directory; give the result file's name")
@@ -249,6 +224,7 @@ def check_writable(db_path: Path, out_path: Path | None, store_db: bool, named_b
     if out_path is not None:
         writable_target(out_path, "result file")  # a device or a pipe: found now, not after the runs
         refuse_losing_output(out_path, db_path, "--out")
+    return note
 
 
 MIN_FREE_BYTES = 8 * 1024 * 1024  # a result file with its samples, and its rows in the database

@@ -300,7 +300,9 @@ def cmd_probe(args) -> int:
     if not args.no_store:
         from stash_core.store.storable import check_storable
 
-        check_storable(db_path, db_named_by(args.db))  # refused now, not after the probe has measured
+        locked = check_storable(db_path, db_named_by(args.db))  # refused now, not after the probe measured
+        if locked:
+            print(printable(locked.replace("the run is stored", "the probe is stored")))
     probe = run_probe_command(
         workers_per_node=args.workers,
         nodes=args.nodes,

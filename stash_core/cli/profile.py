@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 from stash_core.analysis.core_sharing import core_sharing_note
-from stash_core.api.profile_flow import ProfileRun, new_database_note, run_profile_flow
+from stash_core.api.database_notes import new_database_note
+from stash_core.api.profile_flow import ProfileRun, run_profile_flow
 from stash_core.cli.probe_text import format_communication
 from stash_core.cli.report import format_breakdown
 from stash_core.errors import SaveError, StashError

@@ -13,7 +13,8 @@ import pytest
 from support import REPO
 
 from stash_core.api import profile_flow
-from stash_core.api.profile_flow import _save_problem, new_database_note
+from stash_core.api.database_notes import new_database_note
+from stash_core.api.profile_flow import _save_problem
 from stash_core.engine import link_watch
 from stash_core.engine.progress import Reporter
 from stash_core.errors import MeasurementError, ProfileEnded

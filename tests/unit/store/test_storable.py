@@ -54,3 +54,25 @@ def test_the_callers_connection_is_probed_while_no_stash_connection_can_open(tmp
     monkeypatch.setattr(open_here.duckdb, "connect", probe)
     assert open_here.held_by_caller(db) is False
     assert held == [True]
+
+
+def test_a_database_another_process_holds_now_is_said_before_the_measuring(db_path, result_doc) -> None:
+    """Found only when the run was stored, after the whole profile: said at the start now, and not refused
+    (storing waits for its turn, and the holder may let go before the run ends)."""
+    import subprocess
+    import sys
+
+    store.ingest_result(db_path, result_doc(run_id="run-a"))
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import duckdb, sys, time; con = duckdb.connect(sys.argv[1]); print('held', "
+         "flush=True); time.sleep(60)", str(db_path)], stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        note = check_storable(db_path)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert note is not None and note.startswith(f"note: database {db_path} is locked by another process")
+    assert f"(PID {holder.pid})" in note and "kept in its result file (`stash ingest` stores it" in note
+    assert check_storable(db_path) is None  # let go
