@@ -86,8 +86,11 @@ def burst_note(probe: dict) -> str | None:
     link_gbps = probe.get("link_gbps")
     if not str(probe.get("machines") or "").startswith("emulated") or not isinstance(link_gbps, int | float):
         return None
-    rows = [*(probe.get("allreduce") or []), *(probe.get("p2p") or [])]
-    faster = [row for row in rows if (row.get("algbw_gbps") or 0) > BURST_MARGIN * link_gbps]
+    # only what crossed a link: a peer on the same machine (16.8 Gbit/s) never did
+    crossing = [row for row in probe.get("p2p") or [] if row.get("scope") == "inter_node"]
+    if int(probe.get("nodes") or 1) > 1:
+        crossing += probe.get("allreduce") or []
+    faster = [row for row in crossing if (row.get("algbw_gbps") or 0) > BURST_MARGIN * link_gbps]
     if not faster or link_gbps <= 0:
         return None
     from stash_core.launch.cluster.shaping import burst_bytes

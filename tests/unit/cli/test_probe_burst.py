@@ -26,3 +26,13 @@ def test_within_the_rate_or_on_real_machines_nothing_is_said() -> None:
     assert burst_note(slower) is None
     assert burst_note({**PROBE, "machines": "hosts a, b"}) is None
     assert burst_note({**PROBE, "link_gbps": None}) is None
+
+
+def test_a_peer_on_the_same_machine_never_crossed_a_link_so_is_no_burst() -> None:
+    """16.8 Gbit/s to a peer of the same node was said to have been let through by the links' shaper."""
+    slower = {**PROBE, "p2p": [{**PROBE["p2p"][0], "algbw_gbps": 0.19}]}
+    same_node = {**slower, "p2p": [*slower["p2p"], {"scope": "intra_node", "size_bytes": 16 << 20,
+                                                     "time_s": 0.008, "algbw_gbps": 16.77}]}  # fmt: skip
+    assert burst_note(same_node) is None
+    one_node = {**PROBE, "nodes": 1, "p2p": [], "allreduce": [{**PROBE["allreduce"][0], "algbw_gbps": 9.0}]}
+    assert burst_note(one_node) is None
