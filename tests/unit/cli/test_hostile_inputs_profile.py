@@ -116,6 +116,9 @@ REFUSED = [
      "bert_tiny takes token ids"),
     ("target-ci-with-fixed-iterations", [*PROFILE, "--iterations", "10", "--target-ci", "0.1"],
      "--target-ci steers --iterations auto"),
+    # it ran, and then said it stopped "at the --max-iterations cap after 8 kept iterations of the 50 asked"
+    ("max-iterations-below-fixed-iterations", [*PROFILE, "--iterations", "50", "--max-iterations", "10"],
+     "--max-iterations 10 is below --iterations 50"),
 ]  # fmt: skip
 
 STARTED = [

@@ -158,3 +158,11 @@ def test_a_stall_over_the_whole_iteration_is_marked() -> None:
     assert "116.8%" in cpu and cpu.endswith("(more than the whole iteration)"), cpu
     compute = next(line for line in lines if line.lstrip().startswith("compute"))
     assert "whole iteration" not in compute
+
+
+def test_an_endless_interval_is_no_interval_not_plus_minus_inf() -> None:
+    """A script that ended by itself after 4 steps printed "0.0201 s ± inf%" and "0.0802 s ± inf h"."""
+    breakdown = {"iteration_s": 0.0201, "iteration_ci95_s": float("inf"), "epoch_s": 0.0804,
+                 "iterations_per_epoch": 4, "stalls": {}}  # fmt: skip
+    head = format_breakdown(breakdown).splitlines()[0]
+    assert "inf" not in head and head.startswith("iteration 0.0201 s  (epoch of 4 iterations: ")
