@@ -272,7 +272,7 @@ def run_launches(
         if max_rounds <= launches:  # a fixed count, or one launch per run: no sequential rule
             break
         needed, short, hopeless = decide_next_round(
-            launched, chain, spec.target_relative_ci, round_index, max_rounds, budget_s
+            launched, chain, spec.target_relative_ci, round_index, max_rounds, budget_s, spec.stalls
         )
         left_s = budget_s - launched.wall_s()
         for note in given_up_notes(hopeless, needed, said, spec.target_relative_ci, left_s):
@@ -285,7 +285,8 @@ def run_launches(
 def launch_warnings(doc: dict, spec: ProfileSpec, launched: LaunchedRuns, chain: list[str]) -> list[str]:
     records = doc["phases"]
     fixed = spec.fixed_iterations is not None
-    short = current_shortfalls(launched, chain, spec.target_relative_ci) if launched.names else []
+    target = spec.target_relative_ci
+    short = current_shortfalls(launched, chain, target, spec.stalls) if launched.names else []
     warnings = pooled_warnings(
         records, spec.target_relative_ci, fixed, spec.max_phase_s, launched.launches, launched.stopped_by,
         short, spec.threads_per_worker if spec.device == "cpu" else None,

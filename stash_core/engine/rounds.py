@@ -13,6 +13,7 @@ time it would need, and the rounds go to the others.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection
 from dataclasses import dataclass
 
 from stash_core.analysis.stalls import STALL_OF_PHASE, PhaseTime, breakdown
@@ -193,9 +194,13 @@ def given_up_notes(
     return notes
 
 
-def current_shortfalls(launched, chain: list[str], target: float) -> list[Shortfall]:
+def current_shortfalls(
+    launched, chain: list[str], target: float, asked: Collection[str] | None = None
+) -> list[Shortfall]:
     """The shortfalls of the launches so far (engine/launches.LaunchedRuns), each run over its pooled rounds
-    and each stall over its runs' paired rounds, as the profile's breakdown will take them."""
+    and each stall over its runs' paired rounds, as the profile's breakdown will take them; of the stalls
+    `asked` (None: all) and the iteration time. A stall the chain measures on the way (interconnect, of a
+    profile asked for the network) gets no rounds and no advice of its own."""
     times, rounds = {}, {}
     for name in launched.names:
         pooled = launched.pooled(name)
@@ -221,15 +226,17 @@ def current_shortfalls(launched, chain: list[str], target: float) -> list[Shortf
     result = breakdown(times, chain, None, unmeasured or None, rounds)
     walls = {name: launched.launch_wall_s(name) for name in times}
     counts = {name: launched.rounds_done(name) for name in times}
-    return shortfalls(result, chain, target, counts, walls, launched.round_cost_s, rounds)
+    found = shortfalls(result, chain, target, counts, walls, launched.round_cost_s, rounds)
+    return [s for s in found if asked is None or s.stall == ITERATION or s.stall in asked]
 
 
 def decide_next_round(
-    launched, chain: list[str], target: float, rounds_done: int, max_rounds: int, budget_s: float
+    launched, chain: list[str], target: float, rounds_done: int, max_rounds: int, budget_s: float,
+    asked: Collection[str] | None = None,
 ) -> tuple[list[str], list[Shortfall], list[Shortfall]]:
     """(the runs of the next round, every shortfall, those that cannot reach the target in the time left).
     No runs: the rounds are over, with launched.stopped_by saying why when something is still short."""
-    short = current_shortfalls(launched, chain, target)
+    short = current_shortfalls(launched, chain, target, asked)
     if not short:
         return [], [], []
     if rounds_done >= max_rounds:

@@ -301,3 +301,14 @@ def test_a_stall_given_up_is_noted_once_while_others_go_on_else_left_to_the_clos
     assert notes[0].endswith("the time left (20 s), so its rounds stop; those of the other stalls go on")
     assert given_up_notes([wide], ["R0"], said, 0.1, 10.0) == []  # said once
     assert given_up_notes([wide], [], set(), 0.1, 10.0) == []  # no round left: the closing warning says it
+
+
+def test_a_stall_measured_on_the_way_but_not_asked_gets_no_rounds_and_no_advice() -> None:
+    """--stalls compute,network warned "interconnect: ± 272% ... about 36 more rounds of R0 R1 (226 s)"."""
+    launched = _launched({"R0": [0.05] * 3, "R1": [0.05, 0.09, 0.13], "R1n": [0.30, 0.30, 0.30]})
+    chain = ["R0", "R1", "R1n"]
+    assert "interconnect" in {s.stall for s in current_shortfalls(launched, chain, 0.05)}
+    asked = {s.stall for s in current_shortfalls(launched, chain, 0.05, ["compute", "network"])}
+    assert "interconnect" not in asked
+    runs, short, _ = decide_next_round(launched, chain, 0.05, 3, 12, 1000.0, ["compute", "network"])
+    assert "interconnect" not in {s.stall for s in short}
