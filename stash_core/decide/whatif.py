@@ -323,7 +323,7 @@ def network_answer(
         }
     if needed is not None:
         summary = (
-            f"{needed:.3g} Gbit/s per machine ({max(factor, 1):.3g}x {gbps:g}) "
+            f"{needed:.3g} Gbit/s per machine ({max(factor, 1):.3g}x today's {gbps:g} Gbit/s) "
             f"brings network stall to {target}"
         )
     else:
