@@ -43,7 +43,8 @@ def stall_chart(points: pd.DataFrame, lines: pd.DataFrame, feature: str) -> alt.
         points = points.assign(grad_mib=points["grad_bytes"] / 2**20)
         lines = lines.assign(grad_mib=lines["grad_bytes"] / 2**20) if "grad_bytes" in lines else lines
         feature, title = "grad_mib", "Gradients (MiB)"
-    x = alt.X(f"{feature}:Q", title=title, axis=alt.Axis(format="~s" if feature != "grad_mib" else "~g"))
+    # MiB in fixed figures: "~g" took the ticks' step as its precision and wrote 110 MiB as "1.1e+2"
+    x = alt.X(f"{feature}:Q", title=title, axis=alt.Axis(format="~s" if feature != "grad_mib" else ",~f"))
     measured = (
         alt.Chart(points)
         .mark_circle(size=80, color="#4C78A8")
@@ -161,18 +162,26 @@ def show_prediction(report: FitReport, stalls: list[str], label: str, counts: di
         f"{counts['grad_tensor_count']} tensors, {counts['layer_count']} layers"
     )
     predictions = views.models.prediction_frame(report, counts, stalls)
+    # a status with a note ("predicted; extrapolated: ... the expected error was measured inside that
+    # range") was cut in its cell: the status stays, each note is said in full under the table
+    parts = predictions["status"].fillna("").str.split("; ", n=1)
     frame = predictions.assign(
         expected_error=predictions["expected_error"].map(pct),
         by=predictions["by"].fillna("–"),
         validated_by=predictions["validated_by"].fillna("–"),
+        status=[part[0] for part in parts],
     ).rename(columns={"expected_error": "expected error", "validated_by": "validated by"})
-    show_table(
+    show_table(  # three figures: 736.456 ms beside a 64% error said more than is known
         frame,
         column_config={
-            "predicted_ms": st.column_config.NumberColumn("predicted (ms per iteration)", format="%.3f")
+            "predicted_ms": st.column_config.NumberColumn("predicted (ms per iteration)", format="%.3g")
         },
     )
-    download_buttons(frame, f"prediction_{Path(label).stem}", "models-prediction", parquet=False)
+    for configuration, part in zip(predictions["configuration"], parts, strict=True):
+        if len(part) > 1:
+            st.caption(f"{plain(configuration)}: {plain(part[1])}")
+    whole = frame.assign(status=predictions["status"])  # with its notes
+    download_buttons(whole, f"prediction_{Path(label).stem}", "models-prediction", parquet=False)
 
 
 def best_fit_metrics(best: StallModel | None, shortfall: str) -> None:

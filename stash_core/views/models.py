@@ -122,6 +122,9 @@ def models_table(report: FitReport, stall: str, group: dict[str, Any]) -> pd.Dat
     for column, spec in (("r2", ".3f"), ("lomo_mape", ".1%"), ("lobo_mape", ".1%")):
         values = zip(short, rows[column], strict=True)
         table[column] = [text or _figure(value, spec) for text, value in values]
+    if "coefficients" in table:  # a fit from too few points stands for nothing: no figures, as `stash fit`
+        table["coefficients"] = ["" if text else value for text, value in zip(short, table["coefficients"],
+                                                                                strict=True)]  # fmt: skip
     notes = (_without(note, text) for note, text in zip(rows["note"], short, strict=True))
     table["note"] = [note.replace(CLI_ALPHA_BETA, PAGE_ALPHA_BETA) for note in notes]  # the page's own words
     table["best"] = table["best"].astype(bool)

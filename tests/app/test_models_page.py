@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from result_docs import result_doc
 from streamlit.testing.v1 import AppTest
+from support import shown
 
 from stash_core.store import ingest_result
 
@@ -75,6 +76,13 @@ def test_fits_errors_and_a_prediction(tmp_path, monkeypatch):
     assert not app.exception
     assert app.dataframe[-1].value.iloc[0]["predicted_ms"] == pytest.approx(expected_s * 1e3, rel=1e-6)
     assert any("**resnet18**" in block.value for block in app.markdown)
+    # far beyond the profiled gradients: the cell says its status, the note is said whole under the table
+    app.text_input[0].set_value("vgg16")
+    app.button[0].click().run()
+    far = app.dataframe[-1].value.iloc[0]
+    assert far["status"] == "predicted" and not app.exception
+    notes = " ".join(shown(caption.value) for caption in app.caption)
+    assert "extrapolated: gradient bytes 528 MiB is far outside" in notes and "inside that range" in notes
     # kept per database: another database's page does not show it
     other = tmp_path / "other.duckdb"
     ingest_result(other, result_doc("m1", instance="lab", stalls={"compute": 0.3, "interconnect": 0.01}))

@@ -93,6 +93,7 @@ def test_the_models_table_shows_figures_as_text_never_none(tmp_path: Path) -> No
     short = table[table["model"] == "linear: bytes"].iloc[0]  # 2 parameters, 3 models: one short
     assert short["r2"] == "not enough profiles (3 of 4 needed, each of a different model)"
     assert not short["best"] and "not enough profiles" not in short["note"]
+    assert short["coefficients"] == ""  # as `stash fit` shows none: its figures were shown beside the words
     assert views.models.group_shortfall(report, "interconnect", group).startswith(
         "not enough profiles (3 of 4"
     )
