@@ -154,7 +154,11 @@ def run_detail(run: dict | None) -> None:
         if started
         else f"Run {plain(run['run_id'])}"
     )
-    if run.get("status") != "completed":
+    if run.get("status") == "interrupted":  # stopped (a cancel, Ctrl-C): what its rounds done measured
+        why = plain(run.get("error") or "no reason recorded")
+        st.warning(f"This run was interrupted ({why}): its breakdown is of the runs done before it stopped.",
+                   icon=":material/pause_circle:")  # fmt: skip
+    elif run.get("status") != "completed":
         st.error(
             f"This run {run.get('status')}: {plain(run.get('error') or 'no reason recorded')}",
             icon=":material/error:",

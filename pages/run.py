@@ -236,7 +236,7 @@ def job_view(state: JobState) -> None:
     label = plain(state.label or "profile")  # the form's text, or a terminal's command line
     title = f"{HEADERS.get(state.status, state.status)} — {label} · job {plain(state.job_id)}"
     title += "" if state.origin == "dashboard" else f" · started from {state.started_from}"
-    if state.finished:
+    if state.finished and state.status != "cancelled":  # a user's cancel is no failure: no error badge
         # st.status marks a finished run; while it runs, the page polls (and st.status would show its
         # "running" spinner as done between polls), so a plain box shows the live state.
         badge = "complete" if state.status == "completed" else "error"
@@ -295,8 +295,10 @@ def job_view(state: JobState) -> None:
                 st.caption(plain(elsewhere))
         run_link(state.run_id)
         return
+    cancelled = state.status == "cancelled"  # a user's cancel is no failure
     said = plain(in_page_words(state.error, RUN_PAGE_WORDS)) if state.error else "The run failed."
-    st.error(said, icon=":material/error:")
+    shown = "Cancelled, as asked." if cancelled else said
+    (st.info if cancelled else st.error)(shown, icon=STATUS_ICONS.get(state.status, ":material/error:"))
     if state.run_id:
         st.caption(
             f"What was measured before it stopped is stored as run {plain(state.run_id)} "
@@ -349,12 +351,7 @@ def recent_jobs(jobs_list: list[JobState]) -> None:
     )
     # a table per list of jobs: a selection is of a row, and a job started or ended moves the rows under it
     listed = hashlib.sha256(" ".join(table["job"]).encode()).hexdigest()[:12]
-    picked = show_table(
-        table,
-        on_select="rerun",
-        selection_mode="single-row",
-        key=f"run-jobs-table-{listed}",
-    )
+    picked = show_table(table, on_select="rerun", selection_mode="single-row", key=f"run-jobs-table-{listed}")
     rows = picked.selection.rows if picked is not None else []
     if rows:
         chosen = table.iloc[rows[0]]["job"]

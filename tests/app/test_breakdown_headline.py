@@ -177,3 +177,14 @@ def test_stalls_whose_intervals_overlap_are_not_told_apart_in_the_headline(empty
     app = open_run(doc["run_id"])
     [metric] = [metric for metric in app.metric if metric.label == "Largest stall"]
     assert metric.value == "Not told apart" and "Compute or Interconnect" in str(metric.delta)
+
+
+def test_an_interrupted_run_is_said_to_be_so_in_words_not_as_an_error(empty_db: Path) -> None:
+    """"This run interrupted: cancelled by the user", in red."""
+    doc = result_doc(stalls={"compute": 0.30, "interconnect": 0.08})
+    doc.update(status="interrupted", error="cancelled by the user")
+    store.ingest_result(empty_db, doc)
+    app = open_run(doc["run_id"])
+    assert not app.error
+    said = "This run was interrupted (cancelled by the user): its breakdown is of the runs done before it"
+    assert any(warning.value.startswith(said) for warning in app.warning)
