@@ -22,7 +22,7 @@ from pages._shared import (
 )
 from pages._stalls import stall_bars
 from stash_core import views
-from stash_core.views.common import plain
+from stash_core.views.common import plain, sentence
 from stash_core.views.compare_spread import with_interval, with_spread
 
 NORMALISED = {
@@ -187,7 +187,7 @@ def main() -> None:
         st.info("No completed run of this job.", icon=":material/info:")
         return
     for warning in everything.attrs.get("label_warnings") or []:
-        st.warning(plain(warning), icon=":material/report:")
+        st.warning(plain(sentence(warning)), icon=":material/report:")
     verdict(measured)
     frame = with_spread(predictions(everything, measured), SPREAD_COLUMNS)
     # a measured row's ± beside each derived figure; a predicted row's is in its Source (its stated error)

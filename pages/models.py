@@ -22,7 +22,7 @@ from stash_core.decide.fit import FitReport, StallModel
 from stash_core.decide.fit.report import weak_fit
 from stash_core.errors import UsageError
 from stash_core.units import size_words
-from stash_core.views.common import plain
+from stash_core.views.common import plain, sentence
 from stash_core.views.models import FEATURE_LABELS
 
 PUBLISHED = "Habitat 11.8% across GPUs, Srifty 8%, dPRO and Ceer under 5%, Lumos 3.3%"
@@ -267,7 +267,7 @@ def main() -> None:
     chosen = top[1].selectbox("Configuration", labels, key="models-group", persist_state="session")
     group = report.groups(stall)[labels.index(chosen)]
     for warning in views.models.group_label_warnings(report, stall, group):  # named by that label
-        st.warning(plain(warning), icon=":material/report:")
+        st.warning(plain(sentence(warning)), icon=":material/report:")
     if left_out := [line for line in report.left_out if f" the {stall} fit: " in line]:
         with st.expander(f"Runs left out of the {stall} fits ({len(left_out)})", icon=":material/block:"):
             st.markdown("\n".join(f"- {plain(line)}" for line in left_out))

@@ -24,7 +24,7 @@ from stash_core.decide.recommend.costs import step_error
 from stash_core.errors import StashError
 from stash_core.spec_parse import parse_input_shape
 from stash_core.units import duration_words
-from stash_core.views.common import in_page_words, plain
+from stash_core.views.common import in_page_words, plain, sentence
 from stash_core.views.recommend import RecommendRequest
 
 PRECISIONS = ["pytorch", "fp32", "tf32", "amp"]
@@ -243,7 +243,7 @@ def ranked_view(ranked: pd.DataFrame) -> None:
 def show_result(result: Recommendation) -> None:
     st.markdown(f"**Job:** {plain(views.recommend.headline(result))}")
     for warning in result.label_warnings:  # the user's labels are data, not Markdown
-        st.warning(plain(warning), icon=":material/report:")
+        st.warning(plain(sentence(warning)), icon=":material/report:")
     if result.price_warning:  # Stash's words and dates read as dates: its commands shown as code
         st.warning(result.price_warning, icon=":material/sell:")
     recommended_box(result)

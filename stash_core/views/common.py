@@ -72,6 +72,12 @@ def in_page_words(text: str, words: dict[str, str] | None) -> str:
     return text
 
 
+def sentence(text: object) -> str:
+    """A line of the commands' (which follows "warning: " there) as a page's sentence: its first letter up."""
+    said = str(text)
+    return said[:1].upper() + said[1:]
+
+
 def plain(value: object) -> str:
     """Text from a file, the database, a URL or an upload, to be shown inside a page's Markdown (a caption,
     a heading, an error): its Markdown characters escaped and control characters written as \\xNN, so it

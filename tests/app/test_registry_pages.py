@@ -89,7 +89,7 @@ def test_compare_warns_about_a_label_the_machine_contradicts(empty_db: Path) -> 
     app = open_page("pages/compare.py")
     assert not app.exception and not app.error
     warnings = [warning.value for warning in app.warning]
-    assert any("instance label g4dn.xlarge" in text and "the machine has no GPU" in text for text in warnings)
+    assert any("Instance label g4dn.xlarge" in text and "the machine has no GPU" in text for text in warnings)
     table = app.dataframe[0].value
     measured = [name for name in table["Configuration"] if not name.endswith("predicted")]
     assert measured == ["g4dn.xlarge · 2w · label contradicted"]
