@@ -60,12 +60,16 @@ def memory_check(
         )
         if state_gb > available:
             why = "the model alone does not fit, whatever the batch"
-        elif cost.batch_size > 1:
-            why = f"a smaller batch than {cost.batch_size} may fit"
+        elif cost.batch_size > 1:  # activations grow with the batch (the step is traced at two batches)
+            most = int((available - state_gb) / (activations_gb / cost.batch_size))
+            why = f"a batch of about {most:,} or fewer may fit" if most >= 1 else "not even one sample fits"
         else:  # one sample's activations are too many: only a shorter input (or less per sample) fits
             why = "not even one sample fits: a shorter input (--input-shape) may"
+        # a GPU without TF32 units runs a tf32 job in FP32: said, not left to read as a TF32 GPU
+        fp32_here = precision == "tf32" and not accelerator.tf32_tflops
+        shown = f"{precision} (FP32 here)" if fp32_here else precision
         note = (
-            f"batch {cost.batch_size} in {precision} needs {needed:.1f} GiB ({parts}) but {accelerator.name} "
+            f"batch {cost.batch_size} in {shown} needs {needed:.1f} GiB ({parts}) but {accelerator.name} "
             f"has {available:g} GiB: {why}"
         )
         return MemoryCheck(needed, available, False, note, weights_gb, activations_gb, optimizer_gb)

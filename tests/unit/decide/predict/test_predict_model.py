@@ -1,5 +1,6 @@
 """The compute model of stash_core.decide.predict: FLOPs, kernels, attention, the step model's regimes."""
 
+import re
 from dataclasses import replace
 
 import pytest
@@ -260,7 +261,12 @@ def test_the_memory_check_holds_a_need_in_gib_against_the_gpus_gib():
     assert check.note == f"needs {needed_bytes / 2**30:.1f} of 80 GiB: near the limit"
     too_big = memory_check(step_cost("resnet50", 1100), h100, "fp32")
     assert not too_big.fits and "GiB (weights" in too_big.note and "has 80 GiB" in too_big.note
-    assert too_big.note.endswith("a smaller batch than 1100 may fit")
+    # the largest batch that fits, from activations that grow with the batch ("a smaller batch" said none)
+    most = int(re.search(r"a batch of about ([\d,]+) or fewer may fit$", too_big.note)[1].replace(",", ""))
+    assert memory_check(step_cost("resnet50", most), h100, "fp32").fits
+    assert not memory_check(step_cost("resnet50", int(most * 1.05)), h100, "fp32").fits
+    t4 = memory_check(step_cost("resnet50", 300), find_accelerator("NVIDIA T4 16 GB"), "tf32")
+    assert "batch 300 in tf32 (FP32 here) needs" in t4.note  # a T4 has no TF32 units
     # one sample too many: no smaller batch to suggest, a shorter input may fit
     one = memory_check(step_cost("resnet50", 1, (3, 8000, 8000)), h100, "fp32")
     assert not one.fits and one.note.endswith("not even one sample fits: a shorter input (--input-shape) may")
