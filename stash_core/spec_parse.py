@@ -200,7 +200,7 @@ def shape_fits(shape: Any) -> bool:
 def shape_error(shape: Any) -> FieldError:
     message = (
         "--input-shape must be positive integers like 3,224,224 (image) or 128 (tokens), at most "
-        f"{MAX_SHAPE_DIMS} and {MAX_SAMPLE_ELEMENTS:,} elements; got {shape!r}"
+        f"{MAX_SHAPE_DIMS} dimensions and {MAX_SAMPLE_ELEMENTS:,} elements in all; got {shape!r}"
     )
     return FieldError(message, "input_shape", shape)
 

@@ -112,7 +112,7 @@ def test_the_forms_numbers_are_bounded_by_the_spec() -> None:
         ({"input_shape": "0,64"}, "Input shape: must be positive integers like 3,224,224"),
         ({"input_shape": "(3, 64, 64)"}, "Input shape: give C,H,W"),
         # the command's own reason under the field's name ("give C,H,W" and "letters, digits" before)
-        ({"input_shape": "3,100000,100000"}, "Input shape: must be .* at most 4 and 268,435,456 elements"),
+        ({"input_shape": "3,100000,100000"}, "Input shape: must be .* at most 4 dimensions and 268,435,456 elements"),
         ({"instance": "all"}, "Instance label: 'all' is taken"),
         ({"instance": "a b"}, "Instance label: letters, digits and"),
         ({"num_classes": 0}, "Classes must be a whole number of at least 1"),
