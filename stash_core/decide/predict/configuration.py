@@ -30,6 +30,7 @@ from stash_core.decide.predict.profile_arithmetic import (
     cudnn_share,
     job_precision,
     machine_name,
+    other_input_line,
     profile_accelerator,
     profile_precisions,
     ran_as,
@@ -283,9 +284,17 @@ class Predictor:
         return [row for row in self._same_work() if self._holds(row)]
 
     def set_aside(self) -> list[str]:
-        """A line for each stored profile of this model, batch and input shape that measured another
-        precision, and so anchors no prediction here."""
-        return [
+        """A line for each stored profile of this model and batch that ran another input shape, or measured
+        another precision, and so anchors no prediction here (as recommend says them)."""
+        shape = self.cost.input_shape
+        other_input = [
+            other_input_line(row, ran_with, shape)
+            for row in self.profiles or []
+            if row.get("model") == self.model and int(row.get("batch_size") or 0) == self.batch_size
+            and (ran_with := profile_shape(row) or self.default_shape) is not None
+            and tuple(ran_with) != shape
+        ]  # fmt: skip
+        return other_input + [
             f"profile {row['run_id']} on {machine_name(row['instance'])}: set aside, it ran in "
             f"{ran_as(self._ran_in(row))} and the job trains in {self.precision}"
             for row in self._same_work()

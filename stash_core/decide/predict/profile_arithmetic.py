@@ -101,3 +101,9 @@ def ran_as(precisions: tuple[str, ...]) -> str:
     if precisions == ("fp32",):
         return "fp32"
     return " or ".join(precisions)
+
+
+def other_input_line(row: dict[str, Any], ran_with: tuple[int, ...], job_shape: tuple[int, ...]) -> str:
+    """The line of a profile set aside for its input shape, as predict and recommend both say it."""
+    return (f"profile {row['run_id']} on {machine_name(row['instance'])}: set aside, it ran with input "
+            f"{'x'.join(map(str, ran_with))}, the job's is {'x'.join(map(str, job_shape))}")  # fmt: skip

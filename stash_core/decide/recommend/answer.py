@@ -21,6 +21,7 @@ from stash_core.decide.predict.profile_arithmetic import (
     cudnn_share,
     job_precision,
     machine_name,
+    other_input_line,
     profile_accelerator,
     profile_precisions,
     ran_as,
@@ -339,8 +340,7 @@ def _same_job(
     shapes = [profile_shape(row) or default_shape or shape for row in measured.to_dict(orient="records")]
     keep = pd.Series([tuple(found) == tuple(shape) for found in shapes], index=measured.index)
     lines = [
-        f"profile {row['run_id']} on {machine_name(row['instance'])}: set aside, it ran with input "
-        f"{'x'.join(map(str, found))}, the job's is {'x'.join(map(str, shape))}"
+        other_input_line(row, found, shape)
         for row, found, kept in zip(measured.to_dict(orient="records"), shapes, keep, strict=True)
         if not kept
     ]

@@ -179,3 +179,18 @@ def test_a_profile_with_real_data_gives_its_cpu_stall_to_rows_of_other_gpus_pred
     assert pd.isna(bare.loc["a3-highgpu-1g", "cpu_s"])
     said = str(bare.loc["a3-highgpu-1g", "note"])
     assert "CPU and disk stalls not predicted (they need a profile with real data)" in said
+
+
+def test_predict_and_recommend_both_name_a_profile_of_another_input_shape(tmp_path) -> None:
+    """recommend said "set aside, it ran with input 3x64x64, the job's is 3x32x32"; predict said nothing."""
+    from stash_core.decide.predict import predict_instances
+
+    db = tmp_path / "r.duckdb"
+    run_id = _profile(db, "h200-lab", "NVIDIA H200", 1, {"compute": 0.0134})
+    said = f"profile {run_id} on h200-lab: set aside, it ran with input 3x64x64, the job's is 3x32x32"
+    shape = dict(input_shape=(3, 32, 32), precision="tf32")
+    assert predict_instances(db, "resnet18", 8, ["p5en.48xlarge"], **shape).profiles_set_aside == [said]
+    asked = {**ASKED, **shape, "instances": ["p5en.48xlarge"], "max_instances": 1}
+    assert recommend(db, "resnet18", 8, **asked).profiles_set_aside == [said]
+    same = predict_instances(db, "resnet18", 8, ["p5en.48xlarge"], input_shape=(3, 64, 64), precision="tf32")
+    assert same.profiles_set_aside == []
