@@ -54,6 +54,9 @@ def breakdown_chart(long_frame: pd.DataFrame, measure: str) -> alt.LayerChart:
     return stall_bars(long_frame, "run_label", "Run", title, unit, number_format, nice=measure != "share")
 
 
+ERROR_REACH = 1.5  # how far past the bars (their longest, their most negative) an interval is drawn
+
+
 def stall_bars(
     long_frame: pd.DataFrame,
     row_field: str,
@@ -67,11 +70,17 @@ def stall_bars(
     one bar per `row_field`; error bars where the frame has error_low and error_high."""
     order = list(dict.fromkeys(long_frame[row_field]))
     y = alt.Y(f"{row_field}:N", sort=order, title=None, axis=alt.Axis(labelLimit=360))
-    # the domain holds every bar and every error bar's end (a rule's own extent was left off the scale)
+    # the domain holds every bar and every error bar's end (a rule's own extent was left off the scale), an
+    # interval reaching past half the bars' length again cut at the edge: one run's ± 190% squeezed every
+    # bar of the Overview into a third of its width
     ends = [long_frame[column] for column in ("bar_start", "bar_end", "error_low", "error_high")
             if column in long_frame]  # fmt: skip
     values = pd.concat(ends).dropna() if ends else pd.Series(dtype=float)
     domain = [min(0.0, float(values.min())), float(values.max())] if len(values) else None
+    bars = pd.concat([long_frame["bar_start"], long_frame["bar_end"]]).dropna()
+    if domain and len(bars) and float(bars.max()) > 0:
+        low, high = ERROR_REACH * float(bars.min()), ERROR_REACH * float(bars.max())
+        domain = [max(domain[0], low), min(domain[1], high)]
     scale = alt.Scale(nice=nice, domain=domain) if domain and domain[1] > domain[0] else alt.Scale(nice=nice)
     x = alt.X("bar_start:Q", title=title, axis=alt.Axis(format=number_format), scale=scale)
     # Six entries do not fit one row of a page column: in rows of three none is cut ("Not se…").
@@ -111,9 +120,21 @@ def stall_bars(
     if {"error_low", "error_high"} <= set(long_frame.columns):
         layers.append(
             base.transform_filter("isValid(datum.error_low)")
-            .mark_rule(color="#222", strokeWidth=1.5)
+            .mark_rule(color="#222", strokeWidth=1.5, clip=True)
             .encode(x=alt.X("error_low:Q", scale=scale), x2=alt.X2("error_high"), y=y)
         )
+        cut = long_frame[long_frame["error_high"] > domain[1]] if domain else long_frame.iloc[0:0]
+        if len(cut):  # an interval cut at the edge is marked there, its whole width in the tooltip
+            marks = cut.assign(edge=domain[1], said="its interval runs past the chart's edge")
+            layers.append(
+                alt.Chart(marks)
+                .mark_point(shape="triangle-right", filled=True, size=70, color="#222")
+                .encode(x=alt.X("edge:Q", scale=scale), y=y, tooltip=[
+                    alt.Tooltip("stall_label:N", title="Stall"), alt.Tooltip("said:N", title="Note"),
+                    *([alt.Tooltip("ci95:Q", title="± 95% interval", format=number_format)]
+                      if "ci95" in marks else []),
+                ])
+            )  # fmt: skip
     # A fixed pixel height is not honoured by Streamlit for charts with a top legend; a step per bar is.
     return alt.layer(*layers).properties(height=alt.Step(30))
 

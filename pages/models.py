@@ -170,11 +170,13 @@ def show_prediction(report: FitReport, stalls: list[str], label: str, counts: di
         by=predictions["by"].fillna("–"),
         validated_by=predictions["validated_by"].fillna("–"),
         status=[part[0] for part in parts],
+        # three figures: 736.456 ms beside a 64% error said more than is known ("%.3g" wrote 1.23e+03)
+        predicted_ms=[None if pd.isna(ms) else float(f"{ms:.3g}") for ms in predictions["predicted_ms"]],
     ).rename(columns={"expected_error": "expected error", "validated_by": "validated by"})
-    show_table(  # three figures: 736.456 ms beside a 64% error said more than is known
+    show_table(
         frame,
         column_config={
-            "predicted_ms": st.column_config.NumberColumn("predicted (ms per iteration)", format="%.3g")
+            "predicted_ms": st.column_config.NumberColumn("predicted (ms per iteration)", format="localized")
         },
     )
     for configuration, part in zip(predictions["configuration"], parts, strict=True):

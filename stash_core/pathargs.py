@@ -255,18 +255,19 @@ def check_outputs(parser: argparse.ArgumentParser, args: argparse.Namespace, db:
 DATA_FOLDERS = {"dataset": False, "data_dir": True}  # dest -> whether its outputs at its top count too
 
 
-def _data_folders(args: argparse.Namespace) -> Iterator[tuple[str, str, bool]]:
-    """(the flag and value said, its real path, whether outputs at its top count) of each folder read as data:
-    those given, and the generated data sets' folder where --synthetic-images makes one."""
+def _data_folders(args: argparse.Namespace) -> Iterator[tuple[str, str, bool, bool]]:
+    """(the flag and value said, its real path, whether an output at its top is read, whether the database
+    at its top is) of each folder read as data: those given, and the generated data sets' folder where
+    --synthetic-images makes one (only its sets are read: the database's results/ beside them is not)."""
     for dest, whole in DATA_FOLDERS.items():
         for value in _values(getattr(args, dest, None)):
-            yield f"--{dest.replace('_', '-')} {value}", os.path.realpath(value), whole
+            yield f"--{dest.replace('_', '-')} {value}", os.path.realpath(value), whole, True
     if getattr(args, "synthetic_images", None):
         try:
             root = dataset_cache_root()
         except UsageError:  # no home folder: said where the set is made
             return
-        yield f"--synthetic-images (generated in {root})", os.path.realpath(root), False
+        yield f"--synthetic-images (generated in {root})", os.path.realpath(root), False, False
 
 
 def refuse_writes_into_data(
@@ -279,7 +280,7 @@ def refuse_writes_into_data(
     outputs = [(action.option_strings[0] if action.option_strings else action.dest, Path(value))
                for action in actions if role_of(action) == OUTPUT
                for value in _values(getattr(args, action.dest, None))]  # fmt: skip
-    for named, folder, whole in _data_folders(args):
+    for named, folder, whole, db_at_top in _data_folders(args):
         if folder == os.sep:  # the whole file system: refused for what it is, where it is read
             continue
         inside = folder.rstrip(os.sep) + os.sep
@@ -289,7 +290,7 @@ def refuse_writes_into_data(
             places = {os.path.realpath(path), os.path.join(parent, Path(path).name)}
             # an output at a --dataset's top is never read (only its class folders are); the database's
             # results/ beside it is
-            read = flag == "--db" or whole or parent != folder
+            read = (flag == "--db" and db_at_top) or whole or parent != folder
             if read and any(place.startswith(inside) for place in places):
                 why = "what Stash writes there would be read as data by the next profile"
                 raise UsageError(f"{flag} {path} is inside {named}: {why}; choose a path outside it")

@@ -302,7 +302,7 @@ def cmd_probe(args) -> int:
 
         locked = check_storable(db_path, db_named_by(args.db))  # refused now, not after the probe measured
         if locked:
-            print(printable(locked.replace("the run is stored", "the probe is stored")))
+            print(printable(locked.replace("the run is stored", "the probe is stored")), file=sys.stderr)
     probe = run_probe_command(
         workers_per_node=args.workers,
         nodes=args.nodes,

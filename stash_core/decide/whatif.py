@@ -66,8 +66,9 @@ def whatif(db_path: Path | str, run_id: str, target_share: float = DEFAULT_TARGE
     if finite_float(run.get("iteration_s")) is None:  # none, or a damaged row's inf or NaN
         raise UsageError(f"run {run['run_id']} has no iteration time: nothing to ask of it")
     if impossible := impossible_of_stored(run.get("warnings"), run.get("stalls")):  # cpu at 141%: 27 cores
-        raise UsageError(f"run {run['run_id']}: {impossible.split('. ')[0]}; what would hide its stalls "
-                         f"cannot be told from it (`stash show {run['run_id']}` says why)")  # fmt: skip
+        what = impossible.split(". Cause: ")[0]
+        raise UsageError(f"run {run['run_id']}: {what}; what would hide its stalls cannot be told from it "
+                         f"(`stash show {run['run_id']}` says why)")  # fmt: skip
     phases, times = phase_times(run)
     stalls = {stall["stall"]: checked_figure(stall) for stall in run["stalls"]}
     telemetry = None

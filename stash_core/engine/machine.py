@@ -56,7 +56,8 @@ def refuse_auto_only(spec: ProfileSpec, typed: Collection[str] = ()) -> None:
                                       or "target_ci" in typed):  # fmt: skip
         raise UsageError(f"--target-ci steers --iterations auto; with --iterations {spec.iterations} every "
                          "run times that many iterations: leave one of them out")  # fmt: skip
-    if spec.iterations != "auto" and spec.max_iterations < int(spec.iterations):  # it stopped at the cap
+    # a cap typed below the count asked: it ran, then stopped at the cap (the default cap is said after)
+    if spec.iterations != "auto" and "max_iterations" in typed and spec.max_iterations < int(spec.iterations):
         below = f"--max-iterations {spec.max_iterations} is below --iterations {spec.iterations}"
         raise UsageError(f"{below}: no run could time the iterations asked; raise the cap or ask for fewer")
 

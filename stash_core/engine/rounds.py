@@ -189,8 +189,8 @@ def given_up_notes(
         if shortfall.stall not in said:
             said.add(shortfall.stall)
             left = f"more than the time left ({max(time_left_s, 0):.0f} s)"
-            notes.append(f"note: {shortfall.text(target)}: {left}, so its rounds stop; those of the other "
-                         "stalls go on")  # fmt: skip
+            notes.append(f"note: {shortfall.text(target)}: {left}, so no round is run for it alone; those "
+                         "of the other stalls go on")  # fmt: skip
     return notes
 
 

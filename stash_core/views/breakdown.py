@@ -59,6 +59,15 @@ class RunFilter:
     limit: int = 20
 
 
+MOST_RUNS_SHOWN = 200  # a chart of more runs is unreadable, and each costs a query's rows
+
+
+def runs_shown(asked: Any) -> int:
+    """The runs the page shows for what "Show at most" holds: within 1 to MOST_RUNS_SHOWN."""
+    number = finite_float(asked)
+    return 15 if number is None else int(min(max(number, 1), MOST_RUNS_SHOWN))
+
+
 def model_names(db_path: Path | str) -> list[str]:
     """Models the database knows (the models table), sorted."""
     with store.connect(db_path, read_only=True) as con:

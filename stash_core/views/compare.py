@@ -391,8 +391,10 @@ def compare_stall_frame(frame: pd.DataFrame) -> pd.DataFrame:
     iteration_s = dict(zip(frame["configuration"], frame["iteration_s"], strict=True))
     long_frame["configuration"] = long_frame["run_label"]
     long_frame["share"] = long_frame["value"]
-    long_frame["seconds"] = [
-        share * float(iteration_s[name])
-        for share, name in zip(long_frame["value"], long_frame["configuration"], strict=True)
-    ]
+    long_frame["seconds"] = [share * float(iteration_s[name]) for share, name in
+                             zip(long_frame["value"], long_frame["configuration"], strict=True)]  # fmt: skip
+    # a predicted bar is no measurement left unresolved: not drawn faded (its ± is its row's stated error)
+    predicted = set(frame.loc[frame["source"] == "predicted", "configuration"]) if "source" in frame else ()
+    pairs = zip(long_frame["configuration"], long_frame["resolved"], strict=True)
+    long_frame["resolved"] = [None if name in predicted else resolved for name, resolved in pairs]
     return long_frame[columns].reset_index(drop=True)

@@ -35,7 +35,8 @@ def with_spread(frame: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
         if column.startswith("samples_per_s"):
             low, high = values / (1 + out["spread"]), values / (1 - out["spread"]).clip(lower=1e-9)
         else:
-            low, high = values * (1 - out["spread"]).clip(lower=0), values * (1 + out["spread"])
+            # floored at 1% of the figure: 0 has no place on a log axis, and its rule was dropped there
+            low, high = values * (1 - out["spread"]).clip(lower=0.01), values * (1 + out["spread"])
         out[f"{column}_low"], out[f"{column}_high"] = low, high
     return out
 

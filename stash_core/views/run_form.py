@@ -180,6 +180,11 @@ def profile_args(
         refuse_other_input(spec.model, spec.input_shape)
     except UsageError as error:
         raise UsageError(f"Input shape: {error}") from None
+    target = default_of("target_relative_ci")  # with a fixed count: refused here, as the command refuses it
+    if spec.iterations != "auto" and spec.target_relative_ci != target:
+        fixed = f"with {spec.iterations} every run times that many"
+        raise UsageError(f"Target interval: it steers Iterations per phase 'auto'; {fixed}: set "
+                         f"Iterations to auto, or the target back to {target:.0%}")  # fmt: skip
     try:
         check_measurable(spec)
     except UsageError as error:

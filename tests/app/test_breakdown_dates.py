@@ -128,3 +128,18 @@ def test_a_range_of_another_databases_days_opens_to_this_ones(tmp_path: Path) ->
     assert "No run matches these filters." not in _infos(app)
     assert len(app.selectbox(key="bd-run").options) == 2
     assert app.slider(key="bd-dates").value == (date(2026, 11, 26), date(2026, 11, 28))
+
+
+def test_show_at_most_out_of_its_range_is_said_not_ignored(empty_db: Path) -> None:
+    """500 typed into a bounded "Show at most" stayed "Press Enter to apply": the page went on with 15, and
+    said nothing."""
+    for day in (20, 21, 22):
+        _store(empty_db, day)
+    app = _page(empty_db)
+    app.number_input(key="bd-limit").set_value(500).run()
+    said = "matching run(s), newest first (Show at most takes 1 to 200)"
+    assert not app.exception and _counted(app) == f"3 of 3 {said}."
+    app.number_input(key="bd-limit").set_value(0).run()
+    assert _counted(app) == f"1 of 3 {said}."
+    app.number_input(key="bd-limit").set_value(2).run()
+    assert _counted(app) == "2 of 3 matching run(s), newest first."

@@ -150,6 +150,7 @@ def test_predicted_configurations_show_where_their_time_goes_beside_the_measured
         assert {row["stall"] for row in own} <= {"compute", "interconnect", "network", "unattributed"}
         assert all(row["status"] == "predicted" for row in own if row["stall"] != "unattributed")
         assert abs(max(row["bar_end"] for row in own) - 1.0) < 1e-9  # closes at 100%
+        assert all(row["resolved"] is None for row in own)  # not drawn faded, as a stall not resolved is
     assert any(not row["configuration"].endswith("· predicted") for row in rows)  # the measured stay
     assert "are not predicted" in _captions(app)
     app.toggle(key="cmp-predicted").set_value(False).run()

@@ -70,11 +70,12 @@ def test_fits_errors_and_a_prediction(tmp_path, monkeypatch):
     assert list(prediction["stall"]) == ["interconnect"]
     assert prediction.iloc[0]["by"] == "linear: bytes+tensors"
     expected_s = 0.002 + 1e-9 * 46_758_048 + 1e-4 * 62
-    assert prediction.iloc[0]["predicted_ms"] == pytest.approx(expected_s * 1e3, rel=1e-6)
+    assert prediction.iloc[0]["predicted_ms"] == pytest.approx(expected_s * 1e3, rel=5e-3)
+    assert prediction.iloc[0]["predicted_ms"] == float(f"{expected_s * 1e3:.3g}")  # three figures, no more
     # another widget of the page reruns it: the prediction stays (it was lost with every rerun)
     app.selectbox(key="models-feature").set_value("layer_count").run()
     assert not app.exception
-    assert app.dataframe[-1].value.iloc[0]["predicted_ms"] == pytest.approx(expected_s * 1e3, rel=1e-6)
+    assert app.dataframe[-1].value.iloc[0]["predicted_ms"] == pytest.approx(expected_s * 1e3, rel=5e-3)
     assert any("**resnet18**" in block.value for block in app.markdown)
     # far beyond the profiled gradients: the cell says its status, the note is said whole under the table
     app.text_input[0].set_value("vgg16")

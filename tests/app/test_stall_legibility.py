@@ -122,3 +122,20 @@ def test_every_two_stall_colours_stay_apart_with_deuteranopia(first: str, second
     distance = sum((a - b) ** 2 for a, b in zip(*seen, strict=True)) ** 0.5
     # CIE76 distance; about 2 is a just-noticeable difference, the network/disk pair was once 1.7
     assert distance > 8, f"{STALL_LABELS[first]} and {STALL_LABELS[second]}: {distance:.1f}"
+
+
+def test_an_interval_far_past_the_bars_is_cut_at_the_edge_not_drawn_whole() -> None:
+    """One run's CPU share at 81% ± 190% ran the Overview's share axis to 280%: its bars in a third."""
+    wide = breakdown_row("r-wide", {"compute": (0.02, 0.002, "measured"), "cpu": (0.16, 0.38, "measured")})
+    frame = views.breakdown.stall_long_frame(pd.DataFrame([RESOLVED, wide]), "share")
+    spec = _stalls.breakdown_chart(frame, "share").to_dict()
+    domain = spec["layer"][0]["encoding"]["x"]["scale"]["domain"]
+    assert domain[0] == 0.0 and domain[1] == pytest.approx(1.5)  # half the bars' length again
+    rules = [layer for layer in spec["layer"] if layer["mark"]["type"] == "rule"]
+    assert rules and all(layer["mark"]["clip"] for layer in rules)
+    [edge] = [layer for layer in spec["layer"] if layer["mark"]["type"] == "point"]  # the cut one is marked
+    assert edge["mark"]["shape"] == "triangle-right"
+    narrow = views.breakdown.stall_long_frame(pd.DataFrame([RESOLVED]), "share")
+    narrow_spec = _stalls.breakdown_chart(narrow, "share").to_dict()
+    assert narrow_spec["layer"][0]["encoding"]["x"]["scale"]["domain"][1] <= 1.5
+    assert not [layer for layer in narrow_spec["layer"] if layer["mark"]["type"] == "point"]  # none cut

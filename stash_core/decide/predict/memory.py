@@ -62,7 +62,8 @@ def memory_check(
             why = "the model alone does not fit, whatever the batch"
         elif cost.batch_size > 1:  # activations grow with the batch (the step is traced at two batches)
             most = int((available - state_gb) / (activations_gb / cost.batch_size))
-            why = f"a batch of about {most:,} or fewer may fit" if most >= 1 else "not even one sample fits"
+            why = (f"a batch of about {most:,} or fewer may fit" if most >= 1
+                   else "not even one sample fits: a shorter input (--input-shape) may")  # fmt: skip
         else:  # one sample's activations are too many: only a shorter input (or less per sample) fits
             why = "not even one sample fits: a shorter input (--input-shape) may"
         # a GPU without TF32 units runs a tf32 job in FP32: said, not left to read as a TF32 GPU

@@ -36,7 +36,7 @@ from stash_core.decide.recommend.costs import (
     option_row,
     step_remainder_s,
 )
-from stash_core.decide.recommend.cpu_carry import carried_cpu_stall, carried_or_why, data_profile
+from stash_core.decide.recommend.cpu_carry import carried_cpu_stall, carried_or_why, data_profiles
 from stash_core.errors import UsageError, UserModelError
 from stash_core.store import get_run
 from stash_core.store.reads import stored_model_counts
@@ -282,8 +282,8 @@ class OptionPlanner:
         )  # fmt: skip
 
     def _carried_cpu(self, instance: dict[str, Any], workers: int, sync_s: float) -> tuple[float | None, str]:
-        base = data_profile(self._ordered_rows)
-        return carried_or_why(base, self._run(base) if base else {}, instance, workers, sync_s, self.catalog)
+        bases = data_profiles(self._ordered_rows)
+        return carried_or_why(bases, self._run, instance, workers, sync_s, self.catalog)
 
     def _spec_predictor(self) -> Predictor | str:
         if self._predictor is None:

@@ -151,7 +151,7 @@ def stale_prices(options: pd.DataFrame, request: dict[str, Any] | None = None) -
         feasible = options[options["feasible"]]
         best = feasible.sort_values("rank").iloc[0].to_dict() if "rank" in feasible else None
         quoted = _explained(options, best, request) if best is not None and request is not None else None
-        options = feasible if quoted is None else pd.concat([feasible, quoted])
+        options = feasible if quoted is None else pd.concat([feasible, quoted]).drop_duplicates("config")
     if options.empty or "price_date" not in options:
         return ""
     undated = int(options["usd_per_h"].notna().sum() - options["price_date"].notna().sum())

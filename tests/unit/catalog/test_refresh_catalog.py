@@ -90,7 +90,7 @@ def test_rows_from_the_default_region_else_the_cheapest_with_the_tables_variant(
     g6e = rows["g6e.xlarge"]  # not offered in the default region: the cheapest region
     assert g6e["on_demand_usd_per_h"] == "2" and "us-west-2 (cheapest region" in g6e["source"]
     assert g6e["accelerator"] == "NVIDIA L40S 48 GB" and "not known to Stash" in g6e["source"]
-    assert rows["g6.xlarge"]["network_gbps"] == "10"  # documented facts, with their source
+    assert rows["g6.xlarge"]["network_gbps"] == "2.5"  # documented facts (its baseline), with their source
     assert "AWS EC2 accelerated computing" in rows["g6.xlarge"]["source"]
     assert "gr7.xlarge" not in rows and "m5.large" not in rows
     printed = capsys.readouterr().out

@@ -128,6 +128,12 @@ STARTED = [
     ("iterations-auto", [*PROFILE, "--iterations", "auto"]),
     ("iterations-auto-with-its-target", [*PROFILE, "--target-ci", "0.05", "--max-iterations", "500"]),
     ("iterations-fixed-with-a-cap", [*PROFILE, "--iterations", "10", "--max-iterations", "500"]),
+    # beside the generated sets, not in one: its results/ is no set's class folder
+    ("db-at-the-top-of-the-generated-data-sets", ["profile", "--model", "resnet10", "--batch-size", "1",
+                                                  "--synthetic-images", "64", "--db",
+                                                  "{tmp}/cache/datasets/x.duckdb"]),
+    # above the default cap, which nobody typed: started, its cap said after as before
+    ("iterations-above-the-default-cap", [*PROFILE, "--iterations", "3000"]),
     ("one-class", [*PROFILE, "--input-shape", "3,32,32", "--num-classes", "1"]),
     ("instance-of-200", [*PROFILE, "--instance", "i" * 200]),
     # a data set is read as its class folders: a result file at its top is no class; --no-store writes no

@@ -174,11 +174,17 @@ def test_a_profile_with_real_data_gives_its_cpu_stall_to_rows_of_other_gpus_pred
     assert h100["iteration_s"] > h100["compute_s"] + h100["cpu_s"] * 0.99 and h100["unvalidated"]
     assert h200["cpu_s"] > 0.02  # the profiled GPU's row, as before
     assert h100["run_id"] == h200["run_id"] == run_id  # the profile each row's figures come from (was None)
-    # without a real-data profile the stalls stay unpredicted, said as before
-    bare = recommend(tmp_path / "bare.duckdb", "resnet18", 8, **asked).options.set_index("instance")
+    # without a GPU profile with real data the stalls stay unpredicted: a CPU machine's cached run holds the
+    # model's own step beside its loaders (a 1-vCPU profile gave GPU rows 200 ms of "loading")
+    cpu_only = tmp_path / "cpu.duckdb"
+    doc = result_doc("resnet18", instance="lab", workers=1, batch_size=8,
+                     spec_extra={"input_shape": [3, 64, 64]},
+                     stalls={"compute": 0.0134, "cpu": 0.0387, "disk": 0.0016})  # fmt: skip
+    ingest_result(cpu_only, doc)
+    bare = recommend(cpu_only, "resnet18", 8, **asked).options.set_index("instance")
     assert pd.isna(bare.loc["a3-highgpu-1g", "cpu_s"])
     said = str(bare.loc["a3-highgpu-1g", "note"])
-    assert "CPU and disk stalls not predicted (they need a profile with real data)" in said
+    assert "CPU and disk stalls not predicted (they need a GPU profile of the job with real data)" in said
 
 
 def test_predict_and_recommend_both_name_a_profile_of_another_input_shape(tmp_path) -> None:

@@ -298,7 +298,7 @@ def test_a_stall_given_up_is_noted_once_while_others_go_on_else_left_to_the_clos
     said: set[str] = set()
     notes = given_up_notes([wide], ["R0"], said, 0.1, 20.4)
     assert len(notes) == 1 and notes[0].startswith("note: interconnect: ± 30% after 3 rounds (target ± 10%)")
-    assert notes[0].endswith("the time left (20 s), so its rounds stop; those of the other stalls go on")
+    assert notes[0].endswith("(20 s), so no round is run for it alone; those of the other stalls go on")
     assert given_up_notes([wide], ["R0"], said, 0.1, 10.0) == []  # said once
     assert given_up_notes([wide], [], set(), 0.1, 10.0) == []  # no round left: the closing warning says it
 

@@ -47,6 +47,10 @@ def test_the_target_interval_is_a_field_in_percent() -> None:
     """The Run page could not change the ±2% target its own warnings asked to widen."""
     assert command_spec(profile_args(form(target_ci_pct=10))).target_relative_ci == pytest.approx(0.1)
     assert "--target-ci" not in profile_args(form())  # the default, left out
+    # with a fixed count the target steers nothing: refused here, not by the job (the command refuses it too)
+    with pytest.raises(UsageError, match=r"Target interval: it steers Iterations per phase 'auto'; with 100 "):
+        profile_args(form(target_ci_pct=5, iterations="100"))
+    assert "--iterations" in profile_args(form(iterations="100"))  # the default target: nothing to refuse
     for wrong in (0, 100, -5, float("nan"), None):
         with pytest.raises(UsageError, match=r"Target interval \(± %\): a percentage above 0 and below 100"):
             profile_args(form(target_ci_pct=wrong))
