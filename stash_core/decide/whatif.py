@@ -287,6 +287,8 @@ def network_answer(
         catalog_gbps = finite_float(instance.get("network_gbps")) if instance else None
         if catalog_gbps:
             gbps, how = catalog_gbps, f"catalog entry of {base_label}"
+            if "bursts up to" in str(instance.get("source") or ""):  # an AWS "up to" rate: its baseline
+                how += ", its baseline: a profile of minutes may have run at its burst rate"
     base = {
         "network_stall_s": network_s,
         "bandwidth_gbps_now": gbps,
@@ -325,7 +327,7 @@ def network_answer(
     if needed is not None:
         summary = (
             f"{needed:.3g} Gbit/s per machine ({max(factor, 1):.3g}x today's {gbps:g} Gbit/s) "
-            f"brings network stall to {target}"
+            f"brings network stall to {target}" + (f" ({how})" if how and "burst" in how else "")
         )
     else:
         summary = f"{max(factor, 1):.3g}x the current bandwidth (unknown) brings network stall to {target}"

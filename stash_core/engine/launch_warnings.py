@@ -39,7 +39,9 @@ def pooled_warnings(
         said = "iteration cap" in cause  # spread_cause names it already: only what to raise
         stopped = "" if said else f"{' and '.join(capped)} stopped at --max-iterations with time left: "
         cap = f"; {stopped}a larger --max-iterations would narrow it" if capped else ""
-        warnings.append(f"{text}: {cause}{cap}; {why}; or accept a wider --target-ci")
+        ended = cause.startswith("the script ended by itself")  # more time or rounds would not have helped
+        more = "" if ended else f"; {why}"
+        warnings.append(f"{text}: {cause}{cap}{more}; or accept a wider --target-ci")
     warnings.extend(filter(None, (script_end_warning(record) for record in completed)))
     rounds = {launch["round"] for record in completed for launch in record["launches"] if launch["pooled"]}
     if completed and len(rounds) < launches:

@@ -105,6 +105,17 @@ def test_network_bandwidth_needed(tmp_path):
     assert network["predicted_iteration_s"] == pytest.approx(0.275)
 
 
+def test_a_bandwidth_from_an_up_to_instances_baseline_says_the_profile_may_have_burst(tmp_path):
+    """A g4dn.xlarge is sold as "up to 25 Gbit/s": the catalog holds its 5 Gbit/s baseline, which a profile
+    of minutes, inside the burst window, may have run above."""
+    db = tmp_path / "w.duckdb"
+    run_id = _store(db, nodes=2, instance="g4dn.xlarge",
+                    stalls={"compute": 0.2, "interconnect": 0.05, "network": 0.3})  # fmt: skip
+    network = whatif(db, run_id, target_share=0.1)["network"]
+    assert network["bandwidth_gbps_now"] == 5.0 and "its baseline" in network["bandwidth_from"]
+    assert network["summary"].endswith("a profile of minutes may have run at its burst rate)")
+
+
 def test_unmeasured_and_single_machine_answers(tmp_path):
     db = tmp_path / "w.duckdb"
     run_id = _store(db, stalls={"compute": 0.2, "interconnect": 0.05})

@@ -187,6 +187,10 @@ def test_a_script_that_ended_by_itself_is_said_to_have_ended_with_what_to_pass()
     short = current_shortfalls(launched, ["R0"], 0.05)
     warnings = pooled_warnings(records, 0.05, False, 60.0, 2, None, short)
     assert any(w.startswith("compute: ") and "the script ended by itself before" in w for w in warnings)
+    # more time or rounds would not help a script that ran out of steps: no such advice beside it
+    timed = pooled_warnings(records, 0.05, False, 60.0, 2, "time", short)
+    (compute,) = [w for w in timed if w.startswith("compute: ")]
+    assert "more time" not in compute and "more launches" not in compute
     (ended,) = [w for w in warnings if w.startswith("R0: the script ended by itself in 2 of its 2 launches")]
     assert "(after 13 steps at most)" in ended and "more epochs or steps after --" in ended
     assert not any("other load" in w for w in warnings)
