@@ -23,7 +23,7 @@ from pages._shared import (
 from pages._stalls import stall_bars
 from stash_core import views
 from stash_core.views.common import plain, sentence
-from stash_core.views.compare_spread import with_interval, with_spread
+from stash_core.views.compare_spread import NARROW_SPREAD, throughput_interval, with_interval, with_spread
 
 NORMALISED = {
     "samples_per_s": ("Throughput", "samples/s", ",.1f"),
@@ -208,8 +208,7 @@ def main() -> None:
             ],
             "Epoch": [seconds_text(v, v * s if s is not None else None)
                       for v, s in zip(frame["epoch_s"], spread, strict=True)],  # fmt: skip
-            "Samples/s": [with_interval(number_text(v), number_text(v * s) if s is not None else None)
-                          for v, s in zip(frame["samples_per_s"], spread, strict=True)],  # fmt: skip
+            "Samples/s": [samples_text(v, s) for v, s in zip(frame["samples_per_s"], spread, strict=True)],
             "Per GPU": [number_text(v) for v in frame["samples_per_s_per_gpu"]],
             "USD/h": [usd_text(v) for v in frame["usd_per_h"]],
             "USD/epoch": [with_interval(usd_text(v), usd_text(v * s) if s is not None else None)
@@ -305,6 +304,17 @@ def main() -> None:
             + predicted_bars_caption(drawn, frame)
         )
         chart_with_download(chart, shares, "stall_shares", "cmp-shares")
+
+
+def samples_text(samples_per_s: float, spread: float | None) -> str:
+    """'216.2 ± 21.1' for a narrow interval; its bounds for a wide one, whose ± would read below zero
+    ('87.4 ± 154.0'), and '87.4 (31.7 or more)' where the iteration's interval reaches 0."""
+    bounds = throughput_interval(samples_per_s, spread)
+    figure = number_text(samples_per_s)
+    if bounds is None or spread is None or spread < NARROW_SPREAD:
+        return with_interval(figure, number_text(samples_per_s * spread) if spread else None)
+    low, high = (number_text(bound) for bound in bounds)
+    return f"{figure} ({low} or more)" if bounds[1] == float("inf") else f"{figure} ({low} to {high})"
 
 
 def predicted_bars_caption(drawn: pd.DataFrame, shown: pd.DataFrame) -> str:

@@ -41,6 +41,17 @@ def with_spread(frame: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
     return out
 
 
+NARROW_SPREAD = 0.2  # within it a throughput's interval is near enough to ± its figure times the spread
+
+
+def throughput_interval(samples_per_s: float, spread: float | None) -> tuple[float, float] | None:
+    """(low, high) of a throughput whose iteration time has relative half-width `spread`: its inverse's bounds
+    (high infinite where the iteration's interval reaches 0); None where the spread is unknown."""
+    if spread is None or spread != spread:
+        return None
+    return samples_per_s / (1 + spread), (samples_per_s / (1 - spread) if spread < 1 else math.inf)
+
+
 def with_interval(text: str, half_width_text: str | None) -> str:
     """'216.2 ± 21.3' (the half-width's text beside the figure's), or the figure alone."""
     return f"{text} ± {half_width_text}" if half_width_text and text not in ("", "–", "-") else text

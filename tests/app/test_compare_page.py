@@ -189,3 +189,13 @@ def test_a_throughputs_bounds_are_the_inverse_of_the_iterations() -> None:
     bounds = spread.loc[0, ["samples_per_s_low", "samples_per_s_high"]].tolist()
     assert bounds == pytest.approx([100 / 1.1, 100 / 0.9])
     assert relative_spread({"source": "measured", "iteration_s": 0.1}) is None
+
+
+def test_a_wide_throughput_interval_gives_its_bounds_not_a_plus_minus_below_zero() -> None:
+    """'87.4 ± 154.0' samples/s: the iteration's ± 176% read as a throughput that may be negative."""
+    from pages.compare import samples_text
+
+    assert samples_text(216.2, 0.0976) == "216.2 ± 21.1"
+    assert samples_text(100.0, 0.5) == "100.0 (66.7 to 200.0)"
+    assert samples_text(87.4, 1.76) == "87.4 (31.7 or more)"
+    assert samples_text(50.0, None) == "50.0"
