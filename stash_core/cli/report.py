@@ -45,7 +45,7 @@ def format_breakdown(
     """The breakdown table: iteration time with its interval, then one line per stall and the remainder."""
     iteration_s = breakdown["iteration_s"]
     digits = decimals(iteration_s)
-    ci = finite_float(breakdown.get("iteration_ci95_s"))  # inf (one launch of one kept block): none, as stored
+    ci = finite_float(breakdown.get("iteration_ci95_s"))  # inf (one launch, one kept block): none, as stored
     relative = f" ± {ci / iteration_s:.1%}" if ci is not None and iteration_s else ""
     head = f"iteration {iteration_s:.{digits}f} s{relative}"
     if breakdown.get("epoch_s") is not None:

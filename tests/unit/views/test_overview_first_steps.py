@@ -99,7 +99,8 @@ def test_the_headline_is_never_a_stall_that_was_not_resolved() -> None:
     ]
     assert views.breakdown.headline_stall({"stalls": stalls})["stall"] == "compute"
     assert views.breakdown.headline_stall({"stalls": stalls[1:]}) is None
-    # ... but CPU pre-processing may be the largest: its interval reaches compute's, so they are not told apart
+    # ... but CPU pre-processing may be the largest: its interval reaches compute's, so they are not told
+    # apart
     rivals = views.breakdown.headline_rivals({"stalls": stalls}, stalls[0])
     assert [stall["stall"] for stall in rivals] == ["cpu"]
 

@@ -48,7 +48,7 @@ def test_the_target_interval_is_a_field_in_percent() -> None:
     assert command_spec(profile_args(form(target_ci_pct=10))).target_relative_ci == pytest.approx(0.1)
     assert "--target-ci" not in profile_args(form())  # the default, left out
     # with a fixed count the target steers nothing: refused here, not by the job (the command refuses it too)
-    with pytest.raises(UsageError, match=r"Target interval: it steers Iterations per phase 'auto'; with 100 "):
+    with pytest.raises(UsageError, match=r"Target interval: it steers Iterations per phase 'auto'; with 100"):
         profile_args(form(target_ci_pct=5, iterations="100"))
     assert "--iterations" in profile_args(form(iterations="100"))  # the default target: nothing to refuse
     for wrong in (0, 100, -5, float("nan"), None):
@@ -116,7 +116,8 @@ def test_the_forms_numbers_are_bounded_by_the_spec() -> None:
         ({"input_shape": "0,64"}, "Input shape: must be positive integers like 3,224,224"),
         ({"input_shape": "(3, 64, 64)"}, "Input shape: give C,H,W"),
         # the command's own reason under the field's name ("give C,H,W" and "letters, digits" before)
-        ({"input_shape": "3,100000,100000"}, "Input shape: must be .* at most 4 dimensions and 268,435,456 elements"),
+        ({"input_shape": "3,100000,100000"},
+         "Input shape: must be .* at most 4 dimensions and 268,435,456 elements"),
         ({"instance": "all"}, "Instance label: 'all' is taken"),
         ({"instance": "a b"}, "Instance label: letters, digits and"),
         ({"num_classes": 0}, "Classes must be a whole number of at least 1"),
