@@ -207,14 +207,20 @@ def same_work(runs: dict[str, dict]) -> str:
     return ", ".join(parts)
 
 
-def impossible_of_stored(warnings: list | None, stalls: list[dict] | dict | None) -> str | None:
+def impossible_of_stored(
+    warnings: list | None, stalls: list[dict] | dict | None, iteration: dict | None = None
+) -> str | None:
     """For a stored run: its impossible-run warning, or one made from shares beyond 100% (a run stored
-    before the check existed). None for a possible breakdown."""
+    before the check existed), beyond the noise of the stall and of the iteration time (`iteration`: a
+    dict with iteration_s and iteration_ci95_s, as the profile judged it: without the iteration's interval
+    a CPU stall of 141% within it was called impossible, though the profile had not). None for a possible
+    breakdown."""
     for warning in warnings or []:
         if str(warning).startswith((IMPOSSIBLE, DIFFERENT_WORK)):
             return str(warning)
     entries = stalls if isinstance(stalls, dict) else {s.get("stall"): s for s in stalls or []}
-    findings = share_findings({"stalls": entries})
+    figures = {key: (iteration or {}).get(key) for key in ("iteration_s", "iteration_ci95_s")}
+    findings = share_findings({"stalls": entries, **figures})
     return impossible_warning(findings, [])
 
 

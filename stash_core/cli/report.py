@@ -59,7 +59,7 @@ def format_breakdown(
         spread = "" if epoch_ci is None else f" ± {format_seconds(epoch_ci)}"
         head += f"  (epoch of {images}: {format_seconds(breakdown['epoch_s'])}{spread})"
     lines = [head]
-    headline = impossible_of_stored(breakdown.get("warnings"), breakdown.get("stalls"))
+    headline = impossible_of_stored(breakdown.get("warnings"), breakdown.get("stalls"), breakdown)
     if headline:  # said before any figure: the figures below are not a breakdown of the iteration
         lines.append(f"warning: {one_line(headline)}")
     unresolved, apart = [], {}  # apart: a not-separable reason -> the first stall line that gave it

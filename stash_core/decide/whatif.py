@@ -65,7 +65,7 @@ def whatif(db_path: Path | str, run_id: str, target_share: float = DEFAULT_TARGE
         raise UsageError(f"run {run['run_id']} did not complete ({status or '-'}): nothing to ask of it")
     if finite_float(run.get("iteration_s")) is None:  # none, or a damaged row's inf or NaN
         raise UsageError(f"run {run['run_id']} has no iteration time: nothing to ask of it")
-    if impossible := impossible_of_stored(run.get("warnings"), run.get("stalls")):  # cpu at 141%: 27 cores
+    if impossible := impossible_of_stored(run.get("warnings"), run.get("stalls"), run):  # cpu 141%: 27 cores
         what = impossible.split(". Cause: ")[0]
         raise UsageError(f"run {run['run_id']}: {what}; what would hide its stalls cannot be told from it "
                          f"(`stash show {run['run_id']}` says why)")  # fmt: skip

@@ -31,15 +31,16 @@ def breakdown_marks_of(con: Any, run_ids: list[str]) -> dict[str, str]:
         return {}
     among = "list_contains(CAST(? AS VARCHAR[]), run_id)"
     ids = [list(run_ids)]
-    runs = relation_rows(con.sql(f"SELECT run_id, warnings FROM runs WHERE {among}", params=ids))
-    columns = "run_id, stall, seconds, ci95_s, share"
-    stalls = relation_rows(con.sql(f"SELECT {columns} FROM stalls WHERE {among}", params=ids))
+    columns = "run_id, warnings, iteration_s, iteration_ci95_s"  # the noise a share beyond 100% is judged in
+    runs = relation_rows(con.sql(f"SELECT {columns} FROM runs WHERE {among}", params=ids))
+    stall_columns = "run_id, stall, seconds, ci95_s, share"
+    stalls = relation_rows(con.sql(f"SELECT {stall_columns} FROM stalls WHERE {among}", params=ids))
     by_run: dict[str, list[dict]] = {}
     for row in stalls:  # each run's rows at once: fit reads every stored run through this
         by_run.setdefault(row["run_id"], []).append(row)
     marks = {}
     for run in runs:
-        warning = impossible_of_stored(_warnings(run.get("warnings")), by_run.get(run["run_id"], []))
+        warning = impossible_of_stored(_warnings(run.get("warnings")), by_run.get(run["run_id"], []), run)
         if warning is not None:
             marks[run["run_id"]] = IMPOSSIBLE_MARK if warning.startswith(IMPOSSIBLE) else NOT_COMPARABLE_MARK
     return {run_id: marks[run_id] for run_id in dict.fromkeys(run_ids) if run_id in marks}

@@ -274,7 +274,7 @@ def _run_detail(
             run[column] = datetime.fromisoformat(run[column])
     run["phases"] = _records(phases)
     run["stalls"] = _records(stalls)
-    run["impossible"] = impossible_of_stored(run.get("warnings"), run["stalls"])  # headlined, not a share
+    run["impossible"] = impossible_of_stored(run.get("warnings"), run["stalls"], run)  # a headline, no share
     run["core_sharing"] = _core_sharing(run)
     run["samples"] = samples
     run["samples_stored"] = frames["samples_stored"]

@@ -65,7 +65,7 @@ def carried_or_why(
     or unresolved, or loads in the main process)."""
     for base in bases:
         run = run_of(base)
-        if run and impossible_of_stored(run.get("warnings"), run.get("stalls")):
+        if run and impossible_of_stored(run.get("warnings"), run.get("stalls"), run):
             continue  # a CPU stall of 141% of the iteration is no loaders' time
         found = carried_cpu_stall(run, base, instance, workers, sync_s, catalog)
         if found is not None:

@@ -166,3 +166,21 @@ def test_an_endless_interval_is_no_interval_not_plus_minus_inf() -> None:
                  "iterations_per_epoch": 4, "stalls": {}}  # fmt: skip
     head = format_breakdown(breakdown).splitlines()[0]
     assert "inf" not in head and head.startswith("iteration 0.0201 s  (epoch of 4 iterations: ")
+
+
+def test_a_share_past_100_percent_within_the_iterations_noise_is_not_called_impossible() -> None:
+    """CPU at 141% of a 5.5 ms ± 1.7 ms iteration: the profile judged it within the noise (the stall's and
+    the iteration's intervals together), but `stash show`, `stash runs` and whatif, without the
+    iteration's, called the run impossible, with a cause that did not apply."""
+    from stash_core.analysis.coherence import impossible_of_stored
+
+    measured = {"status": "measured"}
+    stalls = {"compute": {"seconds": 0.00063, "ci95_s": 0.00176, "share": 0.114, **measured},
+              "cpu": {"seconds": 0.00782, "ci95_s": 0.00202, "share": 1.412, **measured}}  # fmt: skip
+    noisy = {"iteration_s": 0.00554, "iteration_ci95_s": 0.00168, "stalls": stalls}
+    assert "impossible" not in format_breakdown(noisy)
+    rows = [{**stall, "stall": name} for name, stall in stalls.items()]
+    assert impossible_of_stored([], rows, noisy) is None
+    sure = {**noisy, "iteration_ci95_s": 0.0001}  # beyond the noise: said as before
+    said = format_breakdown(sure).splitlines()[1]
+    assert said.startswith("warning: impossible differential run: cpu is 141%")
