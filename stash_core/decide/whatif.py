@@ -38,8 +38,10 @@ from stash_core.decide.whatif_stalls import (
     hidden,
     phase_times,
     seconds_of,
+    step_noise_answer,
     synthetic_step_s,
     unanswered,
+    unresolved_step,
     why_not,
     within_noise,
 )
@@ -78,7 +80,7 @@ def whatif(db_path: Path | str, run_id: str, target_share: float = DEFAULT_TARGE
         "run_id": run["run_id"],
         "model": run.get("model"),
         "iteration_s": run["iteration_s"],
-        "cpu": cpu_answer(run, times, stalls),
+        "cpu": cpu_answer(run, times, stalls, phases),
         "disk": disk_answer(run, phases, times, stalls, telemetry),
         "network": network_answer(db_path, run, stalls, target_share),
         "assumptions": [
@@ -89,7 +91,7 @@ def whatif(db_path: Path | str, run_id: str, target_share: float = DEFAULT_TARGE
     }
 
 
-def cpu_answer(run: dict[str, Any], times: dict[str, float], stalls: dict[str, dict]) -> dict[str, Any]:
+def cpu_answer(run: dict, times: dict[str, float], stalls: dict[str, dict], phases: dict) -> dict[str, Any]:
     entry = stalls.get("cpu") or {}
     if entry.get("status") not in ("measured", "clamped_zero") or "R3" not in times:
         return unanswered(why_not(entry, "cpu", "R3" in times, "cached real-data phase (R3)"))
@@ -140,6 +142,8 @@ def cpu_answer(run: dict[str, Any], times: dict[str, float], stalls: dict[str, d
             "predictions": [],
             "summary": f"CPU stall is already hidden with {loaders} loader worker(s) per worker",
         }
+    if step := unresolved_step(phases, times):  # 27 cores per worker, over an R0 of 0.63 ms ± 1.8 ms
+        return step_noise_answer(base, step)
     needed = max(1, math.ceil(batch * sample_cpu_s / t_sync - 1e-9))
     predictions = []
     for k in sorted({1, max(parallel, 1), needed, needed + 1, *range(1, min(needed, 16) + 1)}):

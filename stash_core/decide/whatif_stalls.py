@@ -63,6 +63,26 @@ def synthetic_step_s(times: dict[str, float]) -> float | None:
     return times.get("R1n") or times.get("R1") or times.get("R0")
 
 
+def unresolved_step(phases: dict[str, dict], times: dict[str, float]) -> str | None:
+    """'R0 0.00063 s ± 0.0018 s' where the step with the data ready (synthetic_step_s's run) is within its
+    noise: a core count worked out over it tells nothing; None where it is resolved, or its interval is not
+    known."""
+    for name in ("R1n", "R1", "R0"):
+        if times.get(name):
+            ci95_s = finite_float((phases.get(name) or {}).get("ci95_s"))
+            resolved_ = ci95_s is None or ci95_s < times[name]
+            return None if resolved_ else f"{name} {times[name]:.4g} s ± {ci95_s:.2g} s"
+    return None
+
+
+def step_noise_answer(base: dict[str, Any], step: str) -> dict[str, Any]:
+    """The CPU answer where the step with the data ready (unresolved_step's words) is within its noise."""
+    unknown = dict.fromkeys(("cores_per_worker_needed", "predicted_iteration_s"))
+    said = (f"the step with the data ready ({step}) is within its noise: the cores that would hide the CPU "
+            "stall cannot be told (a smaller --target-ci resolves it)")  # fmt: skip
+    return {**base, **unknown, "predictions": [], "status": "within the noise", "summary": said}
+
+
 def within_noise(entry: dict[str, Any], reference_s: float, raw_s: float = 0.0) -> bool:
     """A stall that tells nothing, neither hidden nor a size: measured with an interval wider than itself,
     or clamped to 0 with an interval that reaches past the share counted as hidden (raw_s: the difference

@@ -381,3 +381,16 @@ def test_a_target_share_too_small_to_mean_a_link_is_refused(tmp_path):
     with pytest.raises(UsageError, match="from 0.001 to below 1"):
         whatif(db, run_id, 1e-300)
     assert "0.1% of the rest of the iteration" in whatif(db, run_id, 0.001)["network"]["summary"]
+
+
+def test_cores_over_a_step_within_its_noise_are_not_told(tmp_path):
+    """27 CPU cores per worker, worked out over an R0 of 0.63 ms ± 1.8 ms: a figure from noise."""
+    db = tmp_path / "w.duckdb"
+    doc = result_doc(loader_workers=1, cpu_cores=8, batch_size=32, stalls=DATA_STALLS)
+    synthetic = [phase for phase in doc["phases"] if phase["name"] in ("R0", "R1", "R1n")][-1]
+    synthetic["iteration_s"]["ci95"] = synthetic["iteration_s"]["mean"] * 1.5
+    ingest_result(db, doc)
+    cpu = whatif(db, doc["run_id"])["cpu"]
+    assert cpu["status"] == "within the noise" and cpu["cores_per_worker_needed"] is None
+    assert cpu["summary"].startswith(f"the step with the data ready ({synthetic['name']} ")
+    assert "cannot be told" in cpu["summary"]
