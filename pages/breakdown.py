@@ -43,7 +43,7 @@ def filter_from_state() -> RunFilter:
         statuses=list(state.get("bd-status", ["completed"]) or []),
         date_from=date_from,
         date_to=date_to,
-        limit=views.breakdown.runs_shown(state.get("bd-limit", 15)),
+        limit=views.breakdown.runs_shown(state.get("bd-limit", views.breakdown.FIRST_RUNS_SHOWN)),
     )
 
 
@@ -66,8 +66,8 @@ def run_filter_form(options: dict) -> None:
         row2[2].multiselect("Status", statuses, default=["completed"], key="bd-status",
                             persist_state="session", placeholder="any")
         # unbounded: a bounded input ignored 500 with no word (kept at its last value in range)
-        row2[3].number_input("Show at most", value=15, step=5, key="bd-limit", persist_state="session",
-                             help=f"1 to {views.breakdown.MOST_RUNS_SHOWN} runs")  # fmt: skip
+        row2[3].number_input("Show at most", value=views.breakdown.FIRST_RUNS_SHOWN, step=5, key="bd-limit",
+                             persist_state="session", help=f"1 to {views.breakdown.MOST_RUNS_SHOWN} runs")
         first, last = options["first_date"], options["last_date"]
         if first and last and first != last:
             _date_slider(first, last)
@@ -91,7 +91,8 @@ def _date_slider(first: date, last: date) -> None:
 
 def comparison(runs: pd.DataFrame, total: int) -> None:
     shown = len(runs)
-    asked, most = st.session_state.get("bd-limit", 15), views.breakdown.MOST_RUNS_SHOWN
+    asked = st.session_state.get("bd-limit", views.breakdown.FIRST_RUNS_SHOWN)
+    most = views.breakdown.MOST_RUNS_SHOWN
     kept = "" if views.breakdown.runs_shown(asked) == asked else f" (Show at most takes 1 to {most})"
     st.caption(f"{shown} of {total:,} matching run(s), newest first{kept}.")
     measure = (

@@ -58,16 +58,19 @@ def phase_times(run: dict[str, Any]) -> tuple[dict[str, dict], dict[str, float]]
     }
 
 
+SYNTHETIC_RUNS = ("R1n", "R1", "R0")  # the step with the data ready: the one nearest to R3 first
+
+
 def synthetic_step_s(times: dict[str, float]) -> float | None:
     """The step with the data ready: the synthetic-data run nearest to R3 (R1n, R1, else R0)."""
-    return times.get("R1n") or times.get("R1") or times.get("R0")
+    return next((times[name] for name in SYNTHETIC_RUNS if times.get(name)), None)
 
 
 def unresolved_step(phases: dict[str, dict], times: dict[str, float]) -> str | None:
     """'R0 0.00063 s ± 0.0018 s' where the step with the data ready (synthetic_step_s's run) is within its
     noise: a core count worked out over it tells nothing; None where it is resolved, or its interval is not
     known."""
-    for name in ("R1n", "R1", "R0"):
+    for name in SYNTHETIC_RUNS:
         if times.get(name):
             ci95_s = finite_float((phases.get(name) or {}).get("ci95_s"))
             resolved_ = ci95_s is None or ci95_s < times[name]

@@ -60,12 +60,13 @@ class RunFilter:
 
 
 MOST_RUNS_SHOWN = 200  # a chart of more runs is unreadable, and each costs a query's rows
+FIRST_RUNS_SHOWN = 15  # "Show at most" before the user sets it
 
 
 def runs_shown(asked: Any) -> int:
     """The runs the page shows for what "Show at most" holds: within 1 to MOST_RUNS_SHOWN."""
     number = finite_float(asked)
-    return 15 if number is None else int(min(max(number, 1), MOST_RUNS_SHOWN))
+    return FIRST_RUNS_SHOWN if number is None else int(min(max(number, 1), MOST_RUNS_SHOWN))
 
 
 def model_names(db_path: Path | str) -> list[str]:
