@@ -116,7 +116,7 @@ def stall_line(label: str, stall: dict, iteration_s: float, digits: int) -> str 
             return f"{line}  not resolved: no interval"
         return f"{line}  not resolved: ± {ci:.{digits}f} s is wider than the value"
     if ci is not None:
-        line += f"  ± {interval_text(ci, digits)}"
+        line += f"  ± {interval_text(ci, digits)} s"
     if status == "negative":
         line += "  (negative beyond noise)"
     elif seconds > iteration_s > 0:  # a share over 100% is pasted into reports: said as what it is
@@ -125,7 +125,7 @@ def stall_line(label: str, stall: dict, iteration_s: float, digits: int) -> str 
 
 
 def epoch_lines(breakdown: dict) -> list[str]:
-    """'per epoch (8 iterations): compute 0.361 s ± 0.017, ...': each stall with a figure per epoch (its
+    """'per epoch (8 iterations): compute 0.361 s ± 0.017 s, ...': each stall with a figure per epoch (its
     seconds per iteration times the iterations of an epoch), as the head gives the whole epoch."""
     if breakdown.get("epoch_s") is None:
         return []
@@ -152,7 +152,7 @@ def remainder_lines(breakdown: dict, digits: int) -> list[str]:
     iteration_s = breakdown["iteration_s"]
     line = f"  {REMAINDER_LABEL:<{LABEL_WIDTH}}{figure(remainder['seconds'], iteration_s, digits)}"
     if remainder.get("ci95_s") is not None:
-        line += f"  ± {interval_text(remainder['ci95_s'], digits)}"
+        line += f"  ± {interval_text(remainder['ci95_s'], digits)} s"
     line += "  (within the noise)" if remainder["status"] == "within_noise" else ""
     return [line, f"      = {remainder['note']}"]
 

@@ -184,3 +184,21 @@ def test_a_share_past_100_percent_within_the_iterations_noise_is_not_called_impo
     sure = {**noisy, "iteration_ci95_s": 0.0001}  # beyond the noise: said as before
     said = format_breakdown(sure).splitlines()[1]
     assert said.startswith("warning: impossible differential run: cpu is 141%")
+
+
+def test_every_interval_of_the_table_carries_its_unit() -> None:
+    """A stall's and the remainder's intervals read '± 0.005 s', as the epoch line's do: a bare '± 0.005'
+    beside a share in % was read as points of share."""
+    breakdown = {
+        "iteration_s": 0.101,
+        "iteration_ci95_s": 0.004,
+        "unattributed_ci95_s": 0.009,
+        "stalls": {
+            "compute": {"seconds": 0.051, "ci95_s": 0.005, "status": "measured"},
+            "interconnect": {"seconds": 0.033, "ci95_s": 0.001, "status": "measured"},
+        },
+    }
+    lines = format_breakdown(breakdown).splitlines()
+    compute = next(line for line in lines if line.strip().startswith("compute"))
+    remainder = next(line for line in lines if line.strip().startswith("not separated"))
+    assert compute.endswith("± 0.005 s") and remainder.endswith("± 0.009 s")
