@@ -123,6 +123,8 @@ def scan_class_folders(
     labels: list[int] = []
     for label, class_name in enumerate(classes):
         class_files = sorted(p for p in _files_under(root / class_name) if p.suffix.lower() in wanted)
+        for path in class_files:
+            _refuse_a_special_file(path, kind)
         if not class_files and len(classes) > 1:  # refused, as ImageFolder does: a class never seen
             listed = ", ".join(sorted(wanted))
             raise UsageError(f"data set folder {one_line(root)}: class folder {one_line(class_name)!r} holds "
@@ -145,14 +147,25 @@ def _looked_at(path: Path, test) -> bool:
 
 
 def _a_file(path: Path) -> bool:
-    """A regular file, or a name that cannot be looked at (a link into a folder this user may not enter, a
-    link that leads nowhere): kept, so that the image check names it unreadable rather than drop it without
-    a word."""
+    """Any name but a folder: a regular file, a pipe, a device or socket (refused by name where it holds a
+    sample's suffix), or a name that cannot be looked at (a link into a folder this user may not enter, a
+    link that leads nowhere): kept, so that the checks name it rather than drop it without a word."""
     try:
-        # a link that leads nowhere (not one to a pipe or a device: opening one blocks or reads forever)
-        return path.is_file() or (path.is_symlink() and not path.exists())
+        return not path.is_dir()
     except PermissionError:
         return True
+
+
+def _refuse_a_special_file(path: Path, kind: str) -> None:
+    """A pipe, device or socket named like a sample is refused: opening one blocks or reads forever, and
+    skipping it would change the data set without a word."""
+    try:
+        special = path.exists() and not path.is_file()
+    except PermissionError:
+        return  # the image check names it unreadable
+    if special:
+        raise UsageError(f"data set file {one_line(path)} is not a regular file (a pipe, device or socket) "
+                         f"and cannot be read as {kind} data: move it out of the data set")  # fmt: skip
 
 
 def _cannot_list(folder: Path | str, exc: OSError) -> UsageError:

@@ -99,13 +99,14 @@ def test_a_generated_set_on_a_full_disk_fails_as_the_machine_did(tmp_path: Path)
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_link_to_a_pipe_is_no_file_of_the_set(tmp_path: Path) -> None:
-    """Kept as a link, it was opened by the check of unreadable files, which waited forever on the pipe."""
+def test_a_link_to_a_pipe_is_refused_not_opened(tmp_path: Path) -> None:
+    """Kept as a link, it was opened by the check of unreadable files, which waited forever on the pipe;
+    then dropped without a word. It is refused by name, without being opened."""
     root = _tree(tmp_path / "set")
     os.mkfifo(tmp_path / "pipe")
     (root / "cats" / "p.jpg").symlink_to(tmp_path / "pipe")
-    _, files, _ = scan_class_folders(root, [".jpg"], "image")
-    assert root / "cats" / "p.jpg" not in files and len(files) == 4
+    with pytest.raises(UsageError, match="is not a regular file"):
+        scan_class_folders(root, [".jpg"], "image")
 
 
 def test_a_killed_build_of_any_set_is_removed_by_the_next_build_and_a_live_one_kept(tmp_path: Path) -> None:
@@ -167,3 +168,14 @@ def test_a_data_set_already_made_is_reused_without_estimating_its_size(tmp_path,
 
     monkeypatch.setattr(jpeg_dataset, "_estimated_bytes", estimate)
     assert jpeg_dataset.generate_synthetic_jpegs(16, image_px=32, root=tmp_path) == made
+
+
+def test_a_pipe_named_like_an_image_is_refused_and_one_named_otherwise_left_alone(tmp_path: Path) -> None:
+    """A FIFO named cat.jpg in a class folder was skipped without a word (opening it would block)."""
+    root = _tree(tmp_path / "set")
+    os.mkfifo(root / "cats" / "notes.txt")  # not a sample's name: not read, not refused
+    assert len(scan_class_folders(root, [".jpg"], "image")[1]) == 4
+    os.mkfifo(root / "cats" / "pipe.jpg")
+    with pytest.raises(UsageError) as caught:
+        scan_class_folders(root, [".jpg"], "image")
+    assert str(caught.value).startswith(f"data set file {root / 'cats' / 'pipe.jpg'} is not a regular file")
