@@ -11,7 +11,7 @@ import pandas as pd
 
 from stash_core.catalog import stored_label_checks
 from stash_core.decide.predict.configuration import ConfigPrediction, Predictor, profile_shape
-from stash_core.decide.predict.profile_arithmetic import machine_name
+from stash_core.decide.predict.profile_arithmetic import machine_name, other_input_line
 from stash_core.decide.predict.profile_checks import other_code
 from stash_core.terminal import shell_word
 from stash_core.units import finite_float
@@ -82,7 +82,8 @@ def cpu_profiles(
     measured (its model, batch, input shape; in FP32 with the zoo's habits, as profiles run), newest first
     and one per worker and machine count, by instance, and a line for each profile set aside because it ran
     other contents of the job's model file. Profiles whose machine contradicts their instance label are left
-    out, as `recommend` leaves them out. `stored`: measured_profiles of the predictor's model and batch."""
+    out, as `recommend` leaves them out; one that ran another input shape is named, as recommend names it.
+    `stored`: measured_profiles of the predictor's model and batch."""
     names = {name for name, row in catalog.items() if (row.get("accelerator_count") or 0) <= 0}
     # a model built in 16 bits ran in its own precision, whatever the job asks (features.run_precision)
     as_built = predictor.precision == "fp32" or predictor.default_arithmetic or predictor.cost.half_weights
@@ -96,20 +97,24 @@ def cpu_profiles(
         return {}, list(changed.values())
     checks = stored_label_checks(db_path, list(stored["run_id"]), everything)
     found: dict[str, list[ConfigPrediction]] = {}
-    seen = set()
+    seen, other_input = set(), []
     for row in stored.to_dict(orient="records"):
         if pd.isna(row["workers_per_node"]) or pd.isna(row["nodes"]):
             continue  # a row edited or imported without its counts: no configuration to name
         key = (row["instance"], int(row["workers_per_node"]), int(row["nodes"]))
-        same_shape = (profile_shape(row) or predictor.default_shape) == predictor.cost.input_shape
-        if key in seen or not same_shape or not checks[row["run_id"]].usable:
+        ran_with, shape = profile_shape(row) or predictor.default_shape, predictor.cost.input_shape
+        if ran_with is None or tuple(ran_with) != tuple(shape):
+            if ran_with is not None:  # named, as a GPU profile's is
+                other_input.append(other_input_line(row, ran_with, shape))
+            continue
+        if key in seen or not checks[row["run_id"]].usable:
             continue
         measured = _measured_on_cpu(row, key[1], key[2])
         found.setdefault(key[0], [])  # profiled: a profile lacking a figure it needs still is one
         if measured is not None:
             seen.add(key)
             found[key[0]].append(measured)
-    return found, list(changed.values())
+    return found, list(changed.values()) + other_input
 
 
 def _measured_on_cpu(row: dict[str, Any], workers: int, count: int) -> ConfigPrediction | None:

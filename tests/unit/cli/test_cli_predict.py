@@ -343,3 +343,24 @@ def test_the_table_says_which_rows_run_bfloat16_on_fp32_cores(tmp_path, capsys):
     assert status == 0
     [line] = [line for line in out.splitlines() if line.startswith("  bfloat16 on a GPU without BF16")]
     assert line.endswith("(1 x p3.2xlarge)")
+
+
+def test_a_cpu_profile_of_another_input_shape_is_named_as_set_aside(tmp_path, capsys):
+    """predict named GPU profiles set aside for their input shape and dropped CPU ones without a word, where
+    recommend named both: the CPU instance read as never profiled."""
+    from result_docs import result_doc
+
+    from stash_core.catalog import add_instance
+    from stash_core.store import ingest_result
+
+    db = tmp_path / "r.duckdb"
+    add_instance(db, name="cpu4", accelerator_count=0, vcpus=4, network_gbps=10, on_demand_usd_per_h=0.2)
+    doc = result_doc("resnet18", instance="cpu4", workers=2, batch_size=8, cpu_cores=4,
+                     spec_extra={"input_shape": [3, 32, 32]}, stalls={"compute": 0.30, "interconnect": 0.12})
+    ingest_result(db, doc)  # fmt: skip
+    status, out, _ = run(capsys, "predict", "--model", "resnet18", "--batch-size", "8", "--instances",
+                         "cpu4,g5.xlarge", "--format", "json", "--db", str(db))  # fmt: skip
+    assert status == 0
+    aside = json.loads(out)["profiles_set_aside"]
+    assert aside == [f"profile {doc['run_id']} on cpu4: set aside, it ran with input 3x32x32, the job's is "
+                     "3x224x224"]  # fmt: skip
