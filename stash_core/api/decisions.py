@@ -131,6 +131,7 @@ def plan_spot(
     from stash_core.spot.fragility import fragile_coefficients
     from stash_core.spot.inputs import (
         build_offers,
+        eq10_pairing_notes,
         load_workload,
         parse_offers,
         priced_offers,
@@ -173,7 +174,7 @@ def plan_spot(
         pricing=pricing, best=rows[0] if result.best is not None else None, candidates=rows,
         bounds=result.bounds, infeasible_reason=result.infeasible_reason, fragile=fragile,
         risk=None if risk is None else vars(risk), plan=result,
-        notes=[unpriced_note] if unpriced_note else [],
+        notes=([unpriced_note] if unpriced_note else []) + eq10_pairing_notes(doc, offers),
         request={"target_loss": target_loss, "budget_s": budget_s, "ps_gbps": ps_Bps / GBPS,
                  "pcie_gbps": pcie_Bps / GBPS, "revocation_s": revocation_s, "rate_per_h": (
                      None if pricing == "on_demand" else DEFAULT_RATE_PER_H if rate is None else rate)},

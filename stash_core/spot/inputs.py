@@ -277,9 +277,7 @@ def _batch_per_gpu(doc: dict[str, Any], name: str, accelerator: str | None) -> i
     """The batch per GPU the file gives for `name`; where it gives none, eq. 10's from the file's a2, b2
     (`stash spot-memory`) and the GPU's memory. A batch that a fit measured on a GPU says does not fit the
     instance's GPU is refused: that worker could not train it."""
-    value = doc.get("batch_per_gpu")
-    if isinstance(value, dict):
-        value = value.get(name)
+    value = _given_batch(doc, name)
     gib = gpu_memory_gib(accelerator)
     by_memory = _has_memory_fit(doc) and bool(gib)  # eq. 10 applies to this instance's GPU
     fitted = eq10_batch(doc["a2"], doc["b2"], gib) if by_memory else None
@@ -297,6 +295,29 @@ def _batch_per_gpu(doc: dict[str, Any], name: str, accelerator: str | None) -> i
             f"workload's a2, b2, measured on a GPU: at most {fitted}); give it a smaller batch_per_gpu"
         )
     return value
+
+
+def eq10_pairing_notes(doc: dict[str, Any], offers: list[InstanceOffer]) -> list[str]:
+    """A note naming the offered types whose compute_s the file gives beside no batch_per_gpu of their own:
+    the plan pairs that time with eq. 10's batch, which the file does not say it was timed at."""
+    paired = []
+    for offer in offers:
+        worker = offer.worker
+        given = (doc.get("compute_s") or {}).get(worker.instance)
+        if given is not None and _given_batch(doc, worker.instance) is None:
+            paired.append(f"{worker.instance} {worker.batch // worker.gpus} per GPU")
+    if not paired:
+        return []
+    return [
+        f"compute_s is taken as each type's time at eq. 10's batch (the workload gives no batch_per_gpu for "
+        f"it): {', '.join(paired)}; if one was timed at another batch, give that batch_per_gpu"
+    ]
+
+
+def _given_batch(doc: dict[str, Any], name: str) -> Any:
+    """The batch per GPU the file itself gives for `name`, or None."""
+    value = doc.get("batch_per_gpu")
+    return value.get(name) if isinstance(value, dict) else value
 
 
 def _has_memory_fit(doc: dict[str, Any]) -> bool:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
+from support import REPO
 
 from stash_core.errors import UsageError
 from stash_core.spot.inputs import load_workload, update_workload
@@ -136,3 +137,26 @@ def test_a_batch_that_a_gpu_fit_says_does_not_fit_is_refused(tmp_path):
         _offers(tmp_path, **fit, memory_fit={"device": "cuda"})
     # a fit of the CPU's resident set stands in for a GPU's: not a reason to refuse
     assert [o.worker.batch for o in _offers(tmp_path, **fit, memory_fit={"device": "cpu"})] == [1024, 512]
+
+
+def test_a_given_compute_time_paired_with_eq_10s_batch_is_said(tmp_path):
+    """A file with compute_s and a2, b2 but no batch_per_gpu planned each worker at eq. 10's batch with a time
+    the file does not say was taken there, without a word (a plan's cost almost halved)."""
+    from stash_core.spot.inputs import eq10_pairing_notes
+
+    doc = {**DOC, "compute_s": {"g3.8xlarge": 0.8, "g4dn.4xlarge": 0.5}, "a2": 64.0, "b2": -10.0,
+           "batch_per_gpu": {"g4dn.4xlarge": 128}}  # fmt: skip
+    notes = eq10_pairing_notes(doc, _offers(tmp_path, **{k: doc[k] for k in ("a2", "b2", "batch_per_gpu")}))
+    assert notes == ["compute_s is taken as each type's time at eq. 10's batch (the workload gives no "
+                     "batch_per_gpu for it): g3.8xlarge 256 per GPU; if one was timed at another batch, give "
+                     "that batch_per_gpu"]  # fmt: skip
+    assert eq10_pairing_notes({**doc, "batch_per_gpu": 64}, _offers(tmp_path, batch_per_gpu=64)) == []
+    # and the plan says it, beside its other notes
+    from stash_core.api import plan_spot
+
+    workload = json.loads((REPO / "examples" / "workload.json").read_text())
+    workload.pop("batch_per_gpu")
+    path = tmp_path / "w10.json"
+    path.write_text(json.dumps({**workload, "a2": 200.0, "b2": -50.0}))
+    plan = plan_spot(path, {"g3.8xlarge": 5}, 0.8, 2600, db=tmp_path / "r.duckdb")
+    assert [note for note in plan.notes if note.startswith("compute_s is taken as each type's time at eq")]
