@@ -66,7 +66,10 @@ def add_commands(subparsers: Any, offers_text: Any) -> None:
     replan.add_argument(
         "--revocation-s", type=non_negative(YEAR_S), default=30.0, help="overhead of the revocation"
     )
-    replan.add_argument("--on-demand", action="store_true", help="price with on-demand instead of spot")
+    replan.add_argument(
+        "--on-demand", action="store_true",
+        help="price every instance of the new cluster, the running ones too, at on-demand rates",
+    )
 
     simulate = subparsers.add_parser(
         "spot-simulate",
@@ -122,10 +125,17 @@ def cmd_spot_replan(args: argparse.Namespace) -> int:
     from stash_core.spot.replan import replan
 
     pricing = "on_demand" if args.on_demand else "spot"
-    workload, _doc, offers, ps, pcie, _, _ = _inputs(args, pricing)
+    # a type offered without a price of the plan's kind is left out with a note, as `stash spot` leaves it
+    workload, _doc, offers, ps, pcie, unpriced, unpriced_note = _inputs(args, pricing, leave_unpriced=True)
     by_name = {offer.worker.instance: offer for offer in offers}
     running = []
     for name, number in parse_offers(args.running):
+        if name in unpriced and number:
+            kind = "on-demand" if args.on_demand else "spot"
+            raise UsageError(f"--running {name}: it has no {kind} price in the catalog to re-plan with (set "
+                             "one with `stash instances set`)")  # fmt: skip
+        if name in unpriced:
+            continue  # none of it runs: left out of the plan like any type without that price
         if name not in by_name:
             raise UsageError(f"--running {name}: not among --instances (its price and speed come from there)")
         if number > by_name[name].quota:
@@ -152,6 +162,7 @@ def cmd_spot_replan(args: argparse.Namespace) -> int:
         },
         "tried": tried,
         "search": result.search,  # "exact": every mix tried; "window": spotDNN's heuristic
+        "notes": [unpriced_note] if unpriced_note else [],
     }  # fmt: skip
     if args.json:  # no plan: "error" and "exit_status" as every command's failure
         failure = {"error": f"no plan: {result.infeasible_reason}", "exit_status": 1} if best is None else {}
@@ -166,6 +177,8 @@ def cmd_spot_replan(args: argparse.Namespace) -> int:
               f"trains in {best.training_s:.0f} s of the {args.budget_s:.0f} s left (revocation overhead "
               f"{args.revocation_s:.0f} s included), {usd_words(best.cost_usd)} more ({clusters})\n"
               "predicted by the spotDNN model; not a measurement")  # fmt: skip
+    if unpriced_note and not args.json:
+        print(f"note: {unpriced_note}")
     if len(running) > upper and not args.json:
         # Eq. 15 plans no cluster this large: the parameter server saturates, outside the contention model.
         print(f"warning: the {len(running)} running workers are more than the {upper} the parameter server "

@@ -156,9 +156,12 @@ def replan(running: list[Worker], offers: list[InstanceOffer], workload: Workloa
     elif result.best is None and result.candidates and all(p.outside_loss_model for p in result.candidates):
         result.infeasible_reason = OUTSIDE_LOSS_MODEL
     elif result.best is None:
+        trained = [plan for plan in result.candidates if not (plan.untrained or plan.outside_loss_model)]
+        fastest = min(trained, key=lambda plan: plan.training_s) if trained else None
+        needs = f": the fastest, {fastest.label()}, needs {fastest.training_s:,.0f} s" if fastest else ""
         result.infeasible_reason = (
             f"no cluster with the {len(running)} running instance(s) reaches loss {target_loss:g} from "
-            f"{current_loss:g} within the {budget_s:,.0f} s left"
+            f"{current_loss:g} within the {budget_s:,.0f} s left{needs}"
         )
     return result
 

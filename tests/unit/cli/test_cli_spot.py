@@ -506,3 +506,26 @@ def test_simulate_leaves_an_instance_without_a_spot_price_out_of_the_spot_plans(
     assert main([*common, "--instances", "demandonly:4"]) == 2
     # the name said once ("instance demandonly: no spot price for instance demandonly" before)
     assert capsys.readouterr().err.startswith("stash: no spot price for instance demandonly (set one")
+
+
+def test_replan_leaves_out_a_type_without_a_spot_price_as_spot_does(tmp_path, capsys):
+    """spot left g4dn.xlarge (no spot price) out with a note; spot-replan refused the whole re-plan."""
+    path = tmp_path / "workload.json"
+    path.write_text(json.dumps(WORKLOAD))
+    common = ["--workload", str(path), "--instances", "g3.8xlarge:5,g4dn.xlarge:2", "--target-loss", "0.8",
+              "--current-loss", "1.5", "--budget-s", "2600", "--db", str(tmp_path / "r.duckdb")]  # fmt: skip
+    assert main(["spot-replan", *common, "--running", "g3.8xlarge:2"]) == 0
+    out = capsys.readouterr().out
+    assert "keep 2 running" in out and "note: spot: planned without g4dn.xlarge: no spot price" in out
+    assert main(["spot-replan", *common, "--running", "g4dn.xlarge:1"]) == 2
+    err = capsys.readouterr().err
+    said = "it has no spot price in the catalog to re-plan with (set one with `stash instances set`)"
+    assert err.strip() == f"stash: --running g4dn.xlarge: {said}"
+
+
+def test_replan_without_a_plan_says_what_the_fastest_cluster_needs(tmp_path, capsys):
+    """`spot` said what the fastest cluster needs; spot-replan only that none reaches the target."""
+    status, out = _run(tmp_path, capsys, "spot-replan", "--running", "g3.4xlarge:1", "--current-loss", "5",
+                       "--budget-s", "10")  # fmt: skip
+    needs = r"within the 10 s left: the fastest, .+, needs [\d,]+ s$"
+    assert status == 1 and re.search(needs, out.out.strip())
