@@ -173,6 +173,7 @@ def main() -> None:
     }
     picked = st.selectbox("Job", list(labels), key="cmp-pick", persist_state="session",
                           format_func=labels.get)
+    st.caption(plain(labels[picked]))  # whole: a narrow window cuts the picker's text
     if choices.attrs.get("jobs_stored", 0) > len(choices):
         st.caption(
             f"{len(choices):,} of {choices.attrs['jobs_stored']:,} jobs are listed: those run on the most "

@@ -199,3 +199,12 @@ def test_a_wide_throughput_interval_gives_its_bounds_not_a_plus_minus_below_zero
     assert samples_text(100.0, 0.5) == "100.0 (66.7 to 200.0)"
     assert samples_text(87.4, 1.76) == "87.4 (31.7 or more)"
     assert samples_text(50.0, None) == "50.0"
+
+
+def test_the_job_picked_is_said_whole_under_the_picker(populated_db: Path) -> None:
+    """At 800 px the picker cut the job's text at its input shape; the caption under it says it all."""
+    app = _shown_page()
+    label = app.selectbox(key="cmp-pick")
+    shown = label.format_func(label.value)
+    assert plain(shown) in [caption.value for caption in app.caption]
+    assert "per worker" in shown and "input" in shown
