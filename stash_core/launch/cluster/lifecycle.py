@@ -54,6 +54,7 @@ from stash_core.launch.cluster.shaping import (
     shape_node,
 )
 from stash_core.launch.cluster.state import (
+    DamagedState,
     check_state_dir_path,
     load_state,
     new_node,
@@ -282,7 +283,12 @@ def cluster_down(state_dir: Path | None = None, name: str | None = None) -> list
 
 def _take_down(name: str, state_dir: Path) -> list[str]:
     actions: list[str] = []
-    state = load_state(state_dir) or {}
+    try:
+        state = load_state(state_dir) or {}
+    except DamagedState as damaged:  # taken down by its names alone, as without a state
+        state = {}
+        actions.append(f"{damaged.what}: taken down by the cluster's names; the file is left, to remove by "
+                       "hand")  # fmt: skip
     layout = Layout.of_state(state) if state else Layout(name)
     if state:
         with contextlib.suppress(OSError):  # a profile on it now hears it is gone

@@ -43,12 +43,54 @@ def state_path(state_dir: Path) -> Path:
     return Path(state_dir) / STATE_FILE
 
 
+class DamagedState(UsageError):
+    """A state.json that is JSON but not a cluster's record (edited by hand, or another tool's)."""
+
+    def __init__(self, path: Path, why: str) -> None:
+        self.what = f"the emulated cluster's state file {path} is damaged ({why})"
+        super().__init__(f"{self.what}: `stash cluster down --state-dir {path.parent}` takes the cluster "
+                         "down from its names and leaves the file, to remove by hand")  # fmt: skip
+
+
+# The fields every command reads from a node's record, with the types the setup writes (new_node).
+_NODE_FIELDS: dict[str, tuple[type, ...]] = {
+    "index": (int,), "namespace": (str,), "address": (str,), "shaping": (dict,), "qdiscs": (list,),
+    "hub_veth": (str, type(None)), "sshd_pid": (int, type(None)), "warning": (str, type(None)),
+}  # fmt: skip
+
+
 def load_state(state_dir: Path) -> dict | None:
-    """The recorded state, or None when there is none (or it cannot be read)."""
+    """The recorded state, or None when there is none (or it cannot be read). DamagedState when it is JSON
+    but not a cluster's record: each command would otherwise fail on the first field it reads."""
+    path = state_path(state_dir)
     try:
-        return json.loads(state_path(state_dir).read_text())
-    except (OSError, ValueError):
+        state = json.loads(path.read_text())
+    except (OSError, ValueError, RecursionError):
         return None
+    why = _damage(state)
+    if why:
+        raise DamagedState(path, why)
+    return state
+
+
+def _damage(state: object) -> str | None:
+    """What makes `state` no cluster record, or None."""
+    if not isinstance(state, dict):
+        return "not a JSON object"
+    for key in ("name", "subnet", "ssh_config", "key_path", "hub_namespace", "root_veth"):
+        if not isinstance(state.get(key), str | type(None)):
+            return f"{key} is not a text"
+    nodes = state.get("nodes", [])
+    if not isinstance(nodes, list) or not isinstance(state.get("cpu_sets"), list | type(None)):
+        return "nodes is not a list" if not isinstance(nodes, list) else "cpu_sets is not a list"
+    for number, node in enumerate(nodes):
+        if not isinstance(node, dict):
+            return f"node {number} is not a JSON object"
+        for key, types in _NODE_FIELDS.items():
+            value = node.get(key)
+            if not isinstance(value, types) or (isinstance(value, bool) and bool not in types):
+                return f"node {number} has no valid {key}"
+    return None
 
 
 def save_state(state_dir: Path, state: dict) -> None:
@@ -72,7 +114,10 @@ def resolve(name: str | None, state_dir: Path | None) -> tuple[str, Path]:
         name = name or DEFAULT_NAME
         return name, state_dir_for(name).absolute()
     state_dir = Path(state_dir).absolute()  # as `up` recorded it (its ssh configs need absolute paths)
-    recorded = (load_state(state_dir) or {}).get("name")
+    try:
+        recorded = (load_state(state_dir) or {}).get("name")
+    except DamagedState:
+        recorded = None  # the command itself says so where it reads the state; down takes it down by names
     if name is not None and recorded is not None and name != recorded:
         raise UsageError(f"{state_dir} holds the emulated cluster {recorded}, not {name}")
     return name or recorded or name_of_state_dir(state_dir), state_dir
@@ -199,7 +244,10 @@ def remove_state_files(state_dir: Path) -> list[str]:
     that holds a cluster's state.json (removed last, so a removal cut short can be run again): another
     folder's files of the same names are the user's. A folder that was there before the cluster (the state
     records it) is kept, emptied of the cluster's files."""
-    state = load_state(state_dir) if state_dir.is_dir() else None
+    try:
+        state = load_state(state_dir) if state_dir.is_dir() else None
+    except DamagedState:
+        return []  # not knowably a cluster's folder: its files are left to the user
     if not _is_cluster_state(state):
         return []
     removed = 0

@@ -293,3 +293,31 @@ def test_a_state_folder_other_accounts_can_write_is_refused_to_up_and_to_every_r
     sticky.mkdir()
     sticky.chmod(0o1777)
     cluster_state.refuse_shared_folder(sticky / "state", "--state-dir x")
+
+
+@pytest.mark.parametrize(
+    ("text", "why"),
+    [
+        ('{"name": "dmg", "nodes": [{}]}', "node 0 has no valid index"),
+        ('{"version": 1, "name": "dmg", "nodes": "abc"}', "nodes is not a list"),
+        ('{"version": 1, "name": "dmg", "nodes": [1, 2]}', "node 0 is not a JSON object"),
+        ('{"version": 1, "name": 5}', "name is not a text"),
+        ("[1]", "not a JSON object"),
+    ],
+)
+def test_a_damaged_state_file_is_one_line_and_down_still_takes_the_cluster_down(tmp_path, capsys, text, why):
+    """A state.json edited by hand ended status, set, profile and probe with a KeyError or TypeError."""
+    from stash_core.cli.main import main
+
+    state_dir = tmp_path / "state"
+    state_dir.mkdir(mode=0o700)
+    (state_dir / "state.json").write_text(text)
+    with pytest.raises(cluster_state.DamagedState, match=re.escape(f"is damaged ({why})")):
+        cluster_state.load_state(state_dir)
+    assert main(["cluster", "status", "--name", "dmg", "--state-dir", str(state_dir)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"stash: the emulated cluster's state file {state_dir / 'state.json'} is damaged")
+    assert len(err.splitlines()) == 1
+    assert main(["cluster", "down", "--name", "dmg", "--state-dir", str(state_dir)]) == 0
+    assert f"is damaged ({why}): taken down by the cluster's names" in capsys.readouterr().out
+    assert (state_dir / "state.json").read_text() == text  # not ours to remove
