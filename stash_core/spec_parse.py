@@ -274,6 +274,14 @@ def instance_label(text: str) -> str:
     return label
 
 
+def given_text(text: str) -> str:
+    """argparse type of an option whose empty text would read as the option left out (a variable that
+    expanded to nothing: --hosts '' profiled this machine alone): refused."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty value: leave the option out for its default")
+    return text
+
+
 def identifier(text: str) -> str:
     """argparse type of a name (an instance, a label): non-empty, at most MAX_NAME_CHARS characters, no
     control or bidirectional characters."""

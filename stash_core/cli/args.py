@@ -45,9 +45,11 @@ seed = Number(0, INT32_MAX, what="an integer >= 0")
 
 
 def clearable(rule: Callable[[str], Any]) -> Callable[[str], str]:
-    """argparse type of a value that 'none' (or '', 'null', '-') clears: checked by `rule`, kept as typed."""
+    """argparse type of a value that 'none' (or 'null', '-') clears: checked by `rule`, kept as typed. An
+    empty text is refused: a variable that expanded to nothing would clear a value without a word."""
 
     def check(text: str) -> str:
+        _refuse_empty(text)
         if text.strip().lower() not in BLANKS:
             rule(text)
         return text
@@ -55,8 +57,15 @@ def clearable(rule: Callable[[str], Any]) -> Callable[[str], str]:
     return check
 
 
+def _refuse_empty(text: str) -> None:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty value: give one, or 'none' to clear it")
+
+
 def iso_date(text: str) -> str:
-    """argparse type of a date YYYY-MM-DD (or a blank that clears it), kept as typed."""
+    """argparse type of a date YYYY-MM-DD (or 'none' that clears it), kept as typed; an empty text is
+    refused, as clearable refuses it."""
+    _refuse_empty(text)
     if text.strip().lower() in BLANKS:
         return text
     try:
@@ -69,7 +78,7 @@ def iso_date(text: str) -> str:
 
 
 def import_day(text: str) -> date | None:
-    """argparse type of a date YYYY-MM-DD as a date (a blank: None, the default), checked as iso_date."""
+    """argparse type of a date YYYY-MM-DD as a date ('none': None, the default), checked as iso_date."""
     checked = iso_date(text)
     return None if checked.strip().lower() in BLANKS else date.fromisoformat(checked.strip())
 

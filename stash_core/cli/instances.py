@@ -33,15 +33,17 @@ INSTANCE_OPTIONS = {
     "accelerator": (identifier, "accelerator model, e.g. 'NVIDIA V100 16 GB'"),
     "accelerator_count": (
         clearable(Number(0, 1024, what="an integer from 0 to 1024")),
-        "accelerators per instance (0 for a CPU machine)",
+        "accelerators per instance (0 for a CPU machine; 'none' clears it)",
     ),
-    "vcpus": (clearable(Number(1, 100_000, what="a positive integer")), "virtual CPUs"),
-    "memory_gib": (clearable(positive_real(1e7)), "memory in GiB"),
-    "network_gbps": (clearable(positive_real(1e5)), "network bandwidth in Gbit/s"),
+    "vcpus": (clearable(Number(1, 100_000, what="a positive integer")), "virtual CPUs ('none' clears it)"),
+    "memory_gib": (clearable(positive_real(1e7)), "memory in GiB ('none' clears it)"),
+    "network_gbps": (clearable(positive_real(1e5)), "network bandwidth in Gbit/s ('none' clears it)"),
     "interconnect": (identifier, "GPU link: NVSwitch, NVLink, PCIe, PCIe peer-to-peer or none"),
     "on_demand_usd_per_h": (clearable(non_negative(1e6)), "on-demand price, USD per hour ('none' clears it)"),
     "spot_usd_per_h": (clearable(non_negative(1e6)), "spot price, USD per hour ('none' clears it)"),
-    "price_date": (iso_date, "date of the prices, YYYY-MM-DD (default: today when a price changes)"),
+    "price_date": (
+        iso_date, "date of the prices, YYYY-MM-DD (default: today when a price changes; 'none' clears it)"
+    ),
     "source": (identifier, "where the prices come from (default: 'user entry' for add, 'user edit' for set)"),
     "region": (identifier, "cloud region the prices are for"),
 }

@@ -23,7 +23,7 @@ from stash_core.cli.remote_text import format_remote_info
 from stash_core.errors import UsageError
 from stash_core.pathargs import database_path, db_named_by, input_path, input_text, output_path
 from stash_core.spec_argparse import add_machine_arguments
-from stash_core.spec_parse import WORKERS
+from stash_core.spec_parse import WORKERS, given_text
 from stash_core.terminal import printable
 from stash_core.units import parse_size_bytes
 
@@ -52,14 +52,14 @@ def add_commands(subparsers, parser_class: type[argparse.ArgumentParser] | None 
     """Register `remote`, `cluster` and `probe`."""
     remote = subparsers.add_parser("remote", help="remote hosts: check what a host offers a run")
     remote_commands = remote.add_subparsers(dest="remote_command", required=True, parser_class=parser_class)
-    check = remote_commands.add_parser("check", help="python, torch, Stash version and GPUs of a host")
+    check = remote_commands.add_parser("check", help="python, torch, Stash version, CPUs and GPUs of a host")
     check.add_argument("host", help="[user@]host[:port]")
-    check.add_argument("--ssh-user", default=None)
+    check.add_argument("--ssh-user", type=given_text, default=None, help="user on the host")
     check.add_argument(
         "--ssh-key", type=input_text, default=None, help="private key file (only its path is used)"
     )
-    check.add_argument("--python", default=None, help="python on the host (default python3)")
-    check.add_argument("--workdir", default=None, help="directory to run from on the host")
+    check.add_argument("--python", type=given_text, default=None, help="python on the host (default python3)")
+    check.add_argument("--workdir", type=given_text, default=None, help="directory to run from on the host")
     check.add_argument("--ssh-config", type=input_text, default=None, help="ssh_config file to use (ssh -F)")
     check.add_argument("--json", action="store_true", help="print the raw JSON")
 

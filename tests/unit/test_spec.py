@@ -329,3 +329,27 @@ def test_cluster_bandwidth_takes_unlimited_as_the_cluster_does() -> None:
     spec = parsed(["--model", "m", "--batch-size", "2", "--cluster", "emulated", "--nodes", "2",
                    "--cluster-bandwidth", "Unlimited"])  # fmt: skip
     assert spec.cluster_bandwidth == "unlimited"
+
+
+@pytest.mark.parametrize("flag", ["--hosts", "--ssh-user", "--python", "--workdir", "--cluster-name",
+                                  "--master-addr"])  # fmt: skip
+def test_an_empty_machine_option_is_refused_not_read_as_left_out(flag: str, capsys) -> None:
+    """--hosts '' (a variable that expanded to nothing) profiled this machine alone, exit 0."""
+    from stash_core.cli.main import main
+
+    assert main(["profile", "--model", "resnet10", "--batch-size", "2", flag, ""]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == f"stash: profile: argument {flag}: an empty value: leave the option out for its default"
+
+
+def test_an_empty_catalog_value_is_refused_and_none_clears_it(tmp_path: Path, capsys) -> None:
+    """instances set --vcpus '' cleared the catalog's vCPUs without a word; only 'none' clears now."""
+    from stash_core.cli.main import main
+
+    db = str(tmp_path / "c.duckdb")
+    for flag in ("--vcpus", "--memory-gib", "--network-gbps", "--price-date", "--on-demand-usd-per-h"):
+        assert main(["instances", "set", "g5.xlarge", flag, "", "--db", db]) == 2
+        assert "an empty value: give one, or 'none' to clear it" in capsys.readouterr().err
+    assert not Path(db).exists()
+    assert main(["instances", "set", "g5.xlarge", "--vcpus", "none", "--db", db]) == 0
+    assert "vcpus=None" in capsys.readouterr().out
