@@ -215,6 +215,9 @@ def parse_offers(text: str) -> list[tuple[str, int]]:
             raise UsageError(f"--instances {part!r}: the quota after ':' must be a whole number") from None
         if count < 0:
             raise UsageError(f"--instances {part!r}: the quota must not be negative")
+        if name.strip().lower() == "all":  # predict's word for every instance; no type can be named so
+            raise UsageError("--instances: 'all' is not taken here: a spot plan needs each instance type "
+                             "named, with its quota (NAME:QUOTA,...)")  # fmt: skip
         offers[name.strip()] = offers.get(name.strip(), 0) + count
     if not offers:
         raise UsageError("--instances: give at least one NAME[:QUOTA]")

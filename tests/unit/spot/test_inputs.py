@@ -160,3 +160,11 @@ def test_a_given_compute_time_paired_with_eq_10s_batch_is_said(tmp_path):
     path.write_text(json.dumps({**workload, "a2": 200.0, "b2": -50.0}))
     plan = plan_spot(path, {"g3.8xlarge": 5}, 0.8, 2600, db=tmp_path / "r.duckdb")
     assert [note for note in plan.notes if note.startswith("compute_s is taken as each type's time at eq")]
+
+
+def test_all_among_the_offers_is_refused_for_what_it_is():
+    """It was 'not in the catalog (stash instances add all ...)', a command that refuses the name."""
+    from stash_core.spot.inputs import parse_offers
+
+    with pytest.raises(UsageError, match="'all' is not taken here: a spot plan needs each instance type"):
+        parse_offers("g3.8xlarge:2,all")
