@@ -352,7 +352,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("--find-unused-parameters", "find_unused_parameters", "let DDP find, every step, the parameters "
            "the step's loss did not use (a model that uses some only on some steps needs it, as its own "
            "training does; it costs a pass over the autograd graph each step)", switch=True),
-    Option("--disk-read-mbps", "disk_read_mbps", "cap read throughput (block-I/O cgroup)",
+    Option("--disk-read-mbps", "disk_read_mbps", "cap read throughput (block-I/O cgroup), MB/s, 0.1 to 1e6",
            DISK_READ_MBPS),
     Option("--seed", "seed", "seed of the synthetic data and the model", SEED),
     # The user's own training script (see docs/scripts.md).

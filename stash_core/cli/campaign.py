@@ -71,7 +71,7 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
         "campaign", help="profile a sweep of models and configurations (resumable)", allow_abbrev=False
     )
     models = camp.add_mutually_exclusive_group(required=True)
-    models.add_argument("--family", choices=["resnet", "vgg"])
+    models.add_argument("--family", choices=["resnet", "vgg"], help="a zoo family, its --depths each a model")
     models.add_argument(
         "--models", type=comma_list(identifier), default=None,
         help="comma list of zoo names or FILE.py:FACTORY / package.module:FACTORY",
@@ -106,11 +106,13 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
         help="compute, interconnect, network (those given are measured); default compute, +interconnect on "
         "2 or more workers a node, +network on nodes > 1",
     )  # fmt: skip
-    camp.add_argument("--iterations", type=_checked(parse_iterations), default="auto")
+    camp.add_argument("--iterations", type=_checked(parse_iterations), default="auto",
+                      help="each profile's --iterations")
     # each profile's time and precision, as `stash profile` takes them (default: its own)
     for flag, attr in (("--max-phase-seconds", "max_phase_s"), ("--launches", "launches"),
                        ("--target-ci", "target_relative_ci")):  # fmt: skip
         camp.add_argument(flag, dest=attr, type=option_rule(attr), default=None,
+                          metavar=flag[2:].upper().replace("-", "_"),
                           help=f"each profile's {flag} (default: stash profile's)")  # fmt: skip
     camp.add_argument("--input-shape", type=_checked(parse_input_shape), default=None, action="append",
                       help="one sample, e.g. 3,64,64; given twice, one C,H,W and one sequence length, each "

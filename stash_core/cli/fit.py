@@ -35,7 +35,8 @@ PUBLISHED_ERRORS = "Habitat 11.8%, Srifty 8%, dPRO and Ceer under 5%, Lumos 3.3%
 def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | None = None) -> None:
     """Add `fit` to `stash`'s subparsers."""
     fit = subparsers.add_parser("fit", help="fit and validate models of interconnect and network stall")
-    fit.add_argument("--stall", choices=["interconnect", "network", "all"], default="all")
+    fit.add_argument("--stall", choices=["interconnect", "network", "all"], default="all",
+                     help="the stall to fit")
     fit.add_argument("--by-batch-size", action="store_true", help="fit each batch size separately")
     fit.add_argument(
         "--alpha-s", type=non_negative(10), default=None, help="per-bucket latency for the alpha-beta model"

@@ -68,13 +68,14 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     """Add `instances` and its actions to `stash`'s subparsers."""
     parser_class = parser_class or argparse.ArgumentParser
     instances = subparsers.add_parser(
-        "instances", help="the instance catalog: list, show, seed, add, set; confirm a run's instance label"
+        "instances",
+        help="the instance catalog: list, show, seed, import, add, set; confirm a run's instance label",
     )
     actions = instances.add_subparsers(dest="instances_action", required=True, parser_class=parser_class)
     listing = actions.add_parser("list", help="list the catalog (stored and built-in rows)")
     add_db_argument(listing)
     show = actions.add_parser("show", help="show one instance")
-    show.add_argument("name")
+    show.add_argument("name", help="the instance's catalog name")
     add_db_argument(show)
     seed = actions.add_parser(
         "seed",
@@ -112,7 +113,7 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     add_db_argument(confirm)
     for action in ("add", "set"):
         sub = actions.add_parser(action, help="add an instance" if action == "add" else "change an instance")
-        sub.add_argument("name", type=identifier)
+        sub.add_argument("name", type=identifier, help="the instance's catalog name")
         for field_name, (kind, help_text) in INSTANCE_OPTIONS.items():
             sub.add_argument(f"--{field_name.replace('_', '-')}", dest=field_name, type=kind, help=help_text)
         add_db_argument(sub)

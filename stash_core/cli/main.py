@@ -169,7 +169,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_profile_arguments(profile)
 
     ingest = commands.add_parser("ingest", help="store result files in the database (idempotent)")
-    ingest.add_argument("files", nargs="+", type=input_path)
+    ingest.add_argument("files", nargs="+", type=input_path, help="result, probe or simulation files (JSON)")
     ingest.add_argument(
         "--skip-bad", action="store_true",
         help="store the files that can be stored and name those that cannot (exit 1 when any); without it, "
@@ -191,8 +191,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_db_argument(show)
 
     export = commands.add_parser("export", help="export every table and view to files")
-    export.add_argument("--format", required=True, choices=["parquet", "csv", "json"])
-    export.add_argument("--out", required=True, type=output_path, help="folder to write the files into")
+    export.add_argument("--format", required=True, choices=["parquet", "csv", "json"], help="one file per "
+                        "table and view, in this format")  # fmt: skip
+    export.add_argument("--out", required=True, type=output_path, help="folder to write the files into (new, "
+                        "or an earlier export's; never the results folder or one holding other files of "
+                        "the same names)")  # fmt: skip
     add_db_argument(export)
 
     models = commands.add_parser(

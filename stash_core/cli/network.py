@@ -91,7 +91,7 @@ def add_commands(subparsers, parser_class: type[argparse.ArgumentParser] | None 
     )
     _cluster_arguments(down)
     status = cluster_commands.add_parser("status", help="what exists now")
-    status.add_argument("--json", action="store_true")
+    status.add_argument("--json", action="store_true", help="print the answer as JSON")
     _cluster_arguments(status)
     change = cluster_commands.add_parser("set", help="change a node's shaping, cut or restore its link")
     change.add_argument("--node", type=node_text, default="all", help="node index, comma list, or 'all'")
@@ -106,7 +106,8 @@ def add_commands(subparsers, parser_class: type[argparse.ArgumentParser] | None 
     probe = subparsers.add_parser("probe", help="all-reduce and point-to-point bandwidth and latency")
     probe.add_argument("--workers", type=WORKERS, default=2, help="workers per machine")
     probe.add_argument("--nodes", type=WORKERS, default=1, help="machines (with --hosts or --cluster)")
-    probe.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
+    probe.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"],
+                       help="NCCL on the GPUs, or gloo on the CPUs; auto: the GPUs where there are")
     probe.add_argument("--min-size", type=size_text(), default="4KiB", help="smallest all-reduce message")
     probe.add_argument("--max-size", type=size_text(), default="256MiB", help="largest all-reduce message")
     probe.add_argument(

@@ -87,7 +87,7 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     memory.add_argument("--model", required=True, type=identifier, help="zoo model (or file.py:FACTORY)")
     memory.add_argument(
         "--batches", type=comma_list(count(1 << 20), most=16), default=[8, 32, 128],
-        help="batch sizes to measure, one process each",
+        help="3 or more different batch sizes to measure, one process each",
     )  # fmt: skip
     memory.add_argument("--device", default="cpu", help="cpu or cuda[:N]")
     memory.add_argument("--num-classes", type=count(10**7), default=None, help="classes of the output")

@@ -46,7 +46,7 @@ def add_commands(subparsers: Any) -> None:
     profile.add_argument("--batch", type=count(1 << 16), default=32, help="batch per worker")
     profile.add_argument(
         "--workers", type=comma_list(count(64), most=8), default=[1, 2, 4, 7],
-        help="worker counts, one training each (1 gives B_req)",
+        help="worker counts, one training each: 1 (it gives B_req) and two or more counts of 2 or more",
     )  # fmt: skip
     profile.add_argument(
         "--duration-s", type=positive_real(3600), default=5.0, help="training time per worker count"

@@ -16,7 +16,7 @@ from stash_core.terminal import one_line, printable
 def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | None = None) -> None:
     """Add `whatif` to `stash`'s subparsers."""
     what = subparsers.add_parser("whatif", help="what would hide a stored run's CPU, disk and network stalls")
-    what.add_argument("run_id")
+    what.add_argument("run_id", help="the run id, or any unique part of it")
     what.add_argument(
         "--target-share", default=DEFAULT_TARGET_SHARE,
         type=Number(MIN_TARGET_SHARE, 1, whole=False, high_open=True,

@@ -120,3 +120,25 @@ def test_every_option_of_every_command_is_named_in_the_docs() -> None:
     missing = [f"{words} {flag}" for words, flag in _options(build_parser())
                if not re.search(rf"(?<![\w-]){re.escape(flag)}(?![\w-])", text)]  # fmt: skip
     assert not missing, f"no page of docs/ names: {', '.join(missing)}"
+
+
+def _parsers(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()) -> list:
+    """(command words, parser) of every command that takes arguments, nested ones included."""
+    found = []
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for name, sub in action.choices.items():
+                found.append(((*prefix, name), sub))
+                found.extend(_parsers(sub, (*prefix, name)))
+    return found
+
+
+def test_every_argument_says_what_it_takes() -> None:
+    """ingest's files, export --format, whatif's run id and others had no help line."""
+    silent = [
+        f"stash {' '.join(words)} {action.option_strings[0] if action.option_strings else action.dest}"
+        for words, sub in _parsers(build_parser())
+        for action in sub._actions
+        if not isinstance(action, argparse._HelpAction | argparse._SubParsersAction) and not action.help
+    ]
+    assert not silent, silent
