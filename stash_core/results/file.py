@@ -30,6 +30,7 @@ from stash_core.results.values import (
     stored_moment,
     unreadable_json_reason,
 )
+from stash_core.spec_parse import instance_name_problem
 from stash_core.units import STALLS, json_safe  # noqa: F401 - json_safe re-exported
 from stash_core.userfiles import read_user_bytes, write_json_atomic
 
@@ -373,6 +374,10 @@ def _check_identifiers(doc: dict) -> None:
         for key in keys if isinstance(values, dict) else ():
             if values.get(key) is not None:
                 check_identifier(f"{section}.{key}", values[key])
+    instance = (doc.get("spec") or {}).get("instance") if isinstance(doc.get("spec"), dict) else None
+    problem = instance_name_problem(instance) if isinstance(instance, str) else None
+    if problem:  # as `stash profile --instance` refuses it: no --instances could name it
+        raise UsageError(f"result file: spec.instance {instance[:80]!r} {problem}")
 
 
 def _validate_launches(name: str, launches: Any) -> None:

@@ -10,7 +10,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from stash_core.errors import UsageError, first_line
-from stash_core.terminal import unsafe_character
+from stash_core.terminal import invisible_character, unsafe_character
 
 MAX_DEPTH = 32  # objects and lists within each other; a result nests about 7 deep
 INT64_MAX = 2**63 - 1
@@ -134,12 +134,16 @@ def _place(where: str, key: str | int) -> str:
 
 
 def check_identifier(what: str, value: Any, document: str = "result file") -> None:
-    """Text of sensible length without control or bidi characters: a name that is shown and searched for."""
+    """Text of sensible length without control, bidi or invisible characters: a name that is shown and
+    searched for ("resnet10" with a zero-width space is shown as resnet10, and is another name)."""
     if not isinstance(value, str):
         raise UsageError(f"{document}: {what} must be text, got {value!r}")
     character = unsafe_character(value)
     if character:
         raise UsageError(f"{document}: {what} holds the control character {character}")
+    invisible = invisible_character(value)
+    if invisible:
+        raise UsageError(f"{document}: {what} holds the invisible character {invisible}")
     if len(value) > MAX_ID_CHARS:
         raise UsageError(f"{document}: {what} is longer than {MAX_ID_CHARS} characters")
 

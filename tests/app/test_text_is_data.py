@@ -25,12 +25,13 @@ def breakdown_page(query_run: str) -> AppTest:
 
 
 def test_a_stored_runs_texts_and_a_links_run_id_are_shown_as_data(empty_db: Path) -> None:
-    doc = result_doc(run_id="20261130T010000Z-aaaa0001", status="failed", instance=f"box {LINK}")
+    # an instance label holds no ':' (profile and ingest refuse one): NAME's Markdown, without the colons
+    doc = result_doc(run_id="20261130T010000Z-aaaa0001", status="failed", instance=f"box {NAME}")
     doc["error"] = f"\x1b[31mboom {LINK}"
     store.ingest_result(empty_db, doc)
     app = breakdown_page(doc["run_id"])
     caption = " ".join(element.value for element in app.caption)
-    assert plain(f"box {LINK}") in caption and "[click](" not in caption
+    assert plain(f"box {NAME}") in caption and "[click](" not in caption
     errors = [element.value for element in app.error]
     assert any(plain(doc["error"]) in error for error in errors), errors
     assert not any("\x1b" in error or "[click](" in error for error in errors)

@@ -360,6 +360,14 @@ def test_hostile_json_is_one_line_not_a_crash(tmp_path: Path, text: str, message
         (lambda doc: doc["spec"].update(max_phase_s=[1]), "spec.max_phase_s must be a number"),
         (lambda doc: doc["spec"].update(stalls=["compute\x1b[31m"]), "spec.stalls holds 'compute"),
         (lambda doc: doc.update(breakdown={"stalls": []}), "breakdown.stalls must be an object"),  # "none"
+        # shown as vm-2vcpu, resnet10, and other names than those: stored, then told apart by no one
+        (lambda doc: doc["spec"].update(instance="vm\u200b-2vcpu"), "spec.instance holds the invisible "),
+        (lambda doc: doc["spec"].update(model="resnet10\u200b"), "spec.model holds the invisible character"),
+        (lambda doc: doc.update(run_id=doc["run_id"] + "\u200b"), "run_id holds the invisible character"),
+        # labels `stash profile --instance` refuses: no --instances could name them
+        (lambda doc: doc["spec"].update(instance="all"), "spec.instance 'all' is taken"),
+        (lambda doc: doc["spec"].update(instance="a:b"), "spec.instance 'a:b' holds a colon"),
+        (lambda doc: doc["spec"].update(instance="g5.xlarge\u00a0"), "spec.instance .* U\\+00A0"),
     ],
 )
 def test_values_no_store_or_screen_can_take_are_refused_naming_the_field(change: Any, message: str) -> None:
