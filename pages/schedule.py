@@ -16,6 +16,7 @@ from pages._shared import (
     load,
     page_guard,
     page_header,
+    show_chart,
     show_table,
 )
 from stash_core import views
@@ -28,7 +29,7 @@ from stash_core.sched.fabric import MAX_GBPS, MIN_GBPS
 from stash_core.sched.generate import ARRIVALS
 from stash_core.sched.policy import DEFINITIONS, POLICIES
 from stash_core.views import schedule as view
-from stash_core.views.common import in_page_words, plain
+from stash_core.views.common import in_page_words, plain, sentence
 
 FORMAT_NAMES = {
     "auto": "told from the file's columns",
@@ -165,6 +166,8 @@ def show(doc: dict, key: str) -> None:
                     f"{cluster['gpus_per_node']} GPUs ({int(cluster['gpus']):,} GPUs)")  # fmt: skip
     tuning = str(doc["tuning"])
     st.caption(f"{tuning[:1].upper()}{tuning[1:]}. A simulation, not a measurement.")
+    for line in view.assumption_lines(doc):  # what the command says it assumed
+        st.caption(plain(sentence(line)) + ".")
     for line in view.winners(doc):
         st.markdown(f"- Lowest {line}")
     table = view.summary_table(doc).set_index("policy")
@@ -179,16 +182,16 @@ def show(doc: dict, key: str) -> None:
         "Communication overhead: the time jobs ran slower than consolidated, through spread placements and "
         "congested links, summed over jobs."
     )
-    hours = view.metrics_frame(doc)  # one row of bars per metric, each on its own scale
-    bars = alt.Chart(hours).mark_bar().encode(
-        x=alt.X("hours:Q", title="hours"), y=alt.Y("label:N", title=None, axis=alt.Axis(labelLimit=0)),
-        color=alt.Color("label:N", legend=None),
-        tooltip=["label", "metric", alt.Tooltip("hours:Q", format=".2f")],
-        row=alt.Row("metric:N", title=None, sort=list(view.SUMMARY.values()),
-                    header=alt.Header(labelAngle=0, labelAlign="left", labelOrient="top", labelFontSize=13,
-                                      labelLimit=0)),
-    ).properties(height=24 * hours["label"].nunique()).resolve_scale(x="independent")  # fmt: skip
-    chart_with_download(bars, hours, "schedule-metrics", f"{key}-metrics")
+    hours = view.metrics_frame(doc)  # one chart of bars per metric, each on its own scale
+    # one chart each, not a faceted one: a facet keeps a fixed width and cut the longest bars at 800 px
+    for metric in [name for name in view.SUMMARY.values() if name in set(hours["metric"])]:
+        bars = alt.Chart(hours[hours["metric"] == metric], title=metric).mark_bar().encode(
+            x=alt.X("hours:Q", title="hours"), y=alt.Y("label:N", title=None, axis=alt.Axis(labelLimit=0)),
+            color=alt.Color("label:N", legend=None),
+            tooltip=["label", "metric", alt.Tooltip("hours:Q", format=".2f")],
+        ).properties(height=24 * hours["label"].nunique())  # fmt: skip
+        show_chart(bars)
+    download_buttons(hours, "schedule-metrics", f"{key}-metrics", parquet=False, label="Chart data")
     legend = alt.Legend(labelLimit=0, title=None, orient="bottom")
     cdf = view.cdf_frame(doc)
     line = alt.Chart(cdf).mark_line().encode(
@@ -244,9 +247,10 @@ with page_guard(WORDS):
             )
         show_table(view.past_table(past))
         download_buttons(past.drop(columns=["jct_cdf", "timeline"]), "simulations", "sched-past")
+        labels = view.simulation_labels(past)
         picked = st.selectbox(
             "Show a past simulation", ids, index=None, placeholder="choose a simulation", key="sched-pick",
-            persist_state="session"
+            persist_state="session", format_func=lambda sim: plain(labels.get(sim, sim))
         )
         if picked:
             show(view.stored_document(past, picked), "past")

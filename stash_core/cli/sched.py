@@ -6,7 +6,6 @@ cli/main.py wires it in with `add_commands(subparsers, parser_class)` and dispat
 from __future__ import annotations
 
 import argparse
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +14,7 @@ from stash_core.cli.args import Number, add_db_argument, count, db_path, non_neg
 from stash_core.errors import UsageError
 from stash_core.pathargs import input_path, output_path
 from stash_core.sched import defaults
+from stash_core.sched.assumptions import links_line, sensitivity_counts, sensitivity_line
 from stash_core.sched.detect import FORMATS
 from stash_core.sched.policy import DEFINITIONS, POLICIES, PREEMPTIVE
 from stash_core.terminal import printable
@@ -197,13 +197,7 @@ def cmd_schedule(args: argparse.Namespace) -> int:
         reference_gbps=args.reference_gbps, out=args.out, jobs_csv=args.jobs_csv, no_store=args.no_store,
         db=args.db,  # None when not given: a refusal names $STASH_DB or the default, not --db
     )  # fmt: skip
-    source = schedule.source
-    if schedule.fabric is not None:
-        source += f"\nlinks shared max-min fairly: {schedule.fabric.label()}"
-    else:
-        factor = f"{uplink_factor:g}"
-        source += f"\nno link model: crossing more switches than needed multiplies the stall by {factor}"
-        # (give --node-gbps for links shared by bandwidth)
+    source = f"{schedule.source}\n{links_line(schedule.doc['fabric'])}"  # --node-gbps: links by bandwidth
     rows = [{"policy": entry["settings"]["label"], **entry["metrics"]} for entry in schedule.doc["policies"]]
     print(format_comparison(rows, schedule.jobs, schedule.cluster, source, schedule.doc["tuning"]))
     print(printable(f"result: {schedule.result_file}" + ("" if args.no_store else f"; stored in {database}")))
@@ -254,13 +248,6 @@ def _refuse_unused(args: argparse.Namespace) -> None:
                          "the links instead: give one of them")  # fmt: skip
 
 
-SOURCE_WORDS = {
-    "trace": "from the trace's network_slowdown",
-    "measured": "measured by Stash (multi-node profiles of their model)",
-    "blox": "from Blox's penalty for their model",
-    "blox default": "from Blox's default penalty (model not in Blox's list: 0.8 of the speed)",
-    "drawn (blox)": "drawn from Blox's penalties (the trace names no model)",
-}
 
 
 # The comparison's columns after the policy: heading and narrowest width.
@@ -271,15 +258,14 @@ HOURS_KEYS = ("makespan_s", "avg_jct_s", "p95_jct_s", "avg_queue_s", "comm_overh
 
 
 def format_comparison(rows: list[dict[str, Any]], jobs: list, cluster: Any, source: str, tuning: str) -> str:
-    sources = Counter(job.slowdown_source for job in jobs)
+    sources = sensitivity_counts(job.slowdown_source for job in jobs)
     first, _, rest = source.partition("\n")
     width = max([34, *(len(row["policy"]) + 2 for row in rows)])  # labels such as a timer's never run over
     lines = [
         f"{first} on {cluster.switches} switch(es) x {cluster.nodes_per_switch} nodes x "
         f"{cluster.gpus_per_node} GPUs ({cluster.total_gpus} GPUs)",
         *([rest] if rest else []),
-        "network sensitivity (slowdown when spread) of the jobs: "
-        + "; ".join(f"{n} {SOURCE_WORDS.get(kind, kind)}" for kind, n in sources.most_common()),
+        sensitivity_line(sources),
         "",
     ]
     cells = [

@@ -16,6 +16,7 @@ import pandas as pd
 from stash_core.api.scheduling import simulate_schedule
 from stash_core.errors import UsageError
 from stash_core.sched import defaults as d
+from stash_core.sched.assumptions import links_line, sensitivity_counts, sensitivity_line
 from stash_core.sched.detect import detect_format
 from stash_core.sched.pai import task_table_of
 from stash_core.store.simulations import simulations_frame
@@ -80,12 +81,25 @@ def simulate(
                                              arrivals="batch" if batch else None, **options)  # fmt: skip
             except UsageError as error:  # named as uploaded, not by the server's temporary copy
                 raise UsageError(str(error).replace(f"{folder}{os.sep}", "")) from None
-        return schedule.doc
+        return _with_sensitivity(schedule)
     if not 1 <= synthetic_jobs <= MAX_PAGE_JOBS or not mean_gap_s > 0:
         raise UsageError(f"a synthetic trace needs 1 to {MAX_PAGE_JOBS:,} jobs and a positive mean gap")
     schedule = simulate_schedule(synthetic_jobs=synthetic_jobs, seed=seed, mean_gap_s=mean_gap_s,
                                  arrivals=arrivals, generator=generator, **options)  # fmt: skip
-    return schedule.doc
+    return _with_sensitivity(schedule)
+
+
+def _with_sensitivity(schedule: Any) -> dict[str, Any]:
+    """The document, with where its jobs' network sensitivity came from (the command says it; the file and
+    the database do not keep it)."""
+    return {**schedule.doc, "sensitivity": sensitivity_counts(job.slowdown_source for job in schedule.jobs)}
+
+
+def assumption_lines(doc: dict[str, Any]) -> list[str]:
+    """What the simulation assumed, as `stash schedule` says it: the link model, and (for one just run) where
+    the jobs' network sensitivity came from."""
+    lines = [links_line(doc["fabric"])] if isinstance(doc.get("fabric"), dict) else []
+    return lines + ([sensitivity_line(doc["sensitivity"])] if doc.get("sensitivity") else [])
 
 
 def simulate_within_limit(
@@ -245,13 +259,27 @@ def past_simulations(db_path: Path | str) -> pd.DataFrame:
 def past_table(past: pd.DataFrame) -> pd.DataFrame:
     """Past simulations as the page lists them: when, which trace and cluster, each policy's times in hours
     (every column stays in the download)."""
-    created = pd.to_datetime(past["created_at"], utc=True).dt.strftime("%Y-%m-%d %H:%M")  # stored in UTC
-    table = pd.DataFrame({"created (UTC)": created, "trace": past["trace"],
+    # to the second, beside its id: two made within a minute read alike, and the picker names the id
+    created = pd.to_datetime(past["created_at"], utc=True).dt.strftime("%Y-%m-%d %H:%M:%S")  # stored in UTC
+    table = pd.DataFrame({"simulation": past["simulation_id"], "created (UTC)": created,
+                          "trace": past["trace"],
                           "jobs": past["jobs"], "GPUs": past["cluster_gpus"],
                           "policy": past["policy"]})  # fmt: skip
     for column in ("makespan_s", "avg_jct_s", "comm_overhead_s"):
         table[f"{SUMMARY[column]} (h)"] = (past[column].astype(float) / 3600).round(2)
     return table
+
+
+def simulation_labels(past: pd.DataFrame) -> dict[str, str]:
+    """Each stored simulation's id -> what the picker shows of it: when, which trace, how many jobs on how
+    many GPUs, and the id the table lists."""
+    labels = {}
+    for row in past.drop_duplicates("simulation_id").to_dict(orient="records"):
+        created = pd.to_datetime(row["created_at"], utc=True).strftime("%Y-%m-%d %H:%M:%S")
+        jobs, gpus = int(row["jobs"]), int(row["cluster_gpus"])
+        labels[row["simulation_id"]] = (f"{created} UTC · {row['trace']} · {jobs:,} jobs on {gpus:,} GPUs · "
+                                        f"{row['simulation_id']}")  # fmt: skip
+    return labels
 
 
 def stored_document(past: pd.DataFrame, simulation_id: str) -> dict[str, Any]:
@@ -264,7 +292,9 @@ def stored_document(past: pd.DataFrame, simulation_id: str) -> dict[str, Any]:
                "spread_jobs", "gpu_busy_share"]  # fmt: skip
     return {
         "simulation_id": simulation_id, "trace": first["trace"], "jobs": int(first["jobs"]),
-        "tuning": first["tuning"],
+        "tuning": first["tuning"], "fabric": json.loads(first["fabric"] or "null"),
+        "cluster": {"switches": int(first["switches"]), "nodes_per_switch": int(first["nodes_per_switch"]),
+                    "gpus_per_node": int(first["gpus_per_node"]), "gpus": int(first["cluster_gpus"])},
         "policies": [{"policy": r["policy"], "settings": json.loads(r["settings"] or "{}")
                       or {"label": r["policy"]},
                       "metrics": {m: r[m] for m in metrics}, "jct_cdf": json.loads(r["jct_cdf"] or "[]"),

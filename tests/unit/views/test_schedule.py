@@ -121,9 +121,15 @@ def test_past_simulations_say_their_time_zone(tmp_path):
     db = tmp_path / "r.duckdb"
     schedule.simulate_within_limit(db, files=None, synthetic_jobs=8, policies=["fifo"], tuning="given",
                                    out_dir=tmp_path / "out")  # fmt: skip
-    table = schedule.past_table(schedule.past_simulations(db))
-    assert list(table.columns)[:2] == ["created (UTC)", "trace"]
-    assert len(table.iloc[0]["created (UTC)"]) == len("2026-12-06 10:06")
+    past = schedule.past_simulations(db)
+    table = schedule.past_table(past)
+    assert list(table.columns)[:3] == ["simulation", "created (UTC)", "trace"]
+    assert len(table.iloc[0]["created (UTC)"]) == len("2026-12-06 10:06:52")
+    # the picker named ids alone, which the table did not list: it names when, what and the id
+    sim = past.iloc[0]["simulation_id"]
+    label = schedule.simulation_labels(past)[sim]
+    assert label.startswith(table.iloc[0]["created (UTC)"] + " UTC · ") and label.endswith(f"GPUs · {sim}")
+    assert " · 8 jobs on " in label and table.iloc[0]["simulation"] == sim
 
 
 def test_an_upload_too_large_for_the_page_is_refused_before_it_is_read(tmp_path):
@@ -134,3 +140,18 @@ def test_an_upload_too_large_for_the_page_is_refused_before_it_is_read(tmp_path)
         schedule.simulate_within_limit(tmp_path / "r.duckdb", files=[("big.csv", huge)],
                                        out_dir=tmp_path / "out")  # fmt: skip
     assert time.monotonic() - started < 5 and not (tmp_path / "r.duckdb").exists()
+
+
+def test_the_page_says_what_the_simulation_assumed_as_the_command_does(tmp_path):
+    """The command said there was no link model and that a third of the jobs took Blox's default penalty;
+    the page said neither, and a past simulation lost its cluster's line."""
+    db = tmp_path / "r.duckdb"
+    doc = schedule.simulate_within_limit(db, files=None, synthetic_jobs=60, policies=["fifo"], tuning="given",
+                                         out_dir=tmp_path / "out")  # fmt: skip
+    lines = schedule.assumption_lines(doc)
+    assert lines[0] == "no link model: crossing more switches than needed multiplies the stall by 2"
+    assert lines[1].startswith("network sensitivity (slowdown when spread) of the jobs: ")
+    assert "from Blox's default penalty (model not in Blox's list: 0.8 of the speed)" in lines[1]
+    past = schedule.stored_document(schedule.past_simulations(db), doc["simulation_id"])
+    assert schedule.assumption_lines(past) == lines[:1]  # the database keeps the links, not the sources
+    assert past["cluster"] == doc["cluster"]
