@@ -105,7 +105,8 @@ def main() -> None:
     if not info["runs"]:
         first_steps()
         return
-    cols = st.columns([1, 1, 1, 1, 2])  # counts are short; "13 days ago" was cut to "13 days a…"
+    # two rows: five in one cut "14 days ago" and "Instances" in an 800 px window
+    cols = [*st.columns(3), *st.columns([1, 2])]
     cols[0].metric("Runs", f"{info['runs']:,}", help=f"{info['completed_runs']:,} completed")
     cols[1].metric("Completed", f"{info['completed_runs']:,}")
     cols[2].metric("Models", f"{info['models']:,}")

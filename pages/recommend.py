@@ -177,7 +177,7 @@ def recommended_box(result: Recommendation) -> None:
         marked = best["source"] + (f", ±{error:.0%} expected error" if error is not None else "")
         if best.get("unvalidated") in (True,):
             marked += " (unvalidated: no held-out figure of this GPU)"
-        cols = st.columns(4)
+        cols = [*st.columns(2), *st.columns(2)]  # four in a row cut the figures ("$10…") at 800 px
         budget_h = result.request.get("budget_hours")
         within_s = None if budget_h is None else budget_h * 3600  # 15.97 h within 15.98 h: never "16.0 h"
         cols[0].metric("Training time", duration_words(best["training_h"] * 3600, within_s))

@@ -154,7 +154,7 @@ def plan_box(answer: SpotAnswer, deadline_s: float) -> None:
         st.markdown(f"### {plain(best.label())}")
         if answer.risk is not None:  # the headline states the plan's risk, not only its price
             st.markdown(f"**Risk:** {answer.risk.text()}.")
-        cols = st.columns(4)
+        cols = [*st.columns(2), *st.columns(2)]  # four in a row cut the figures ("2,54…") at 800 px
         cols[0].metric("Training time", f"{best.training_s:,.0f} s", f"deadline {deadline_s:,.0f} s",
                        delta_color="off", delta_arrow="off")  # fmt: skip
         cols[1].metric("Cost (spot)", usd_text(best.cost_usd), f"{best.usd_per_h:.2f} $/h", delta_color="off",
