@@ -58,7 +58,8 @@ def workload_source() -> str | None:
             )
             st.code(text, language="json")
         return text
-    upload = st.file_uploader("Workload file (JSON)", type=["json"], key="spot-upload")
+    # no type= filter: the browser's refusal was a red mark alone; reading the file says what is wrong
+    upload = st.file_uploader("Workload file (JSON)", key="spot-upload")
     if upload is None:
         return None
     return views.spot.workload_text(upload.getvalue(), upload.name)

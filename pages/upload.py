@@ -91,8 +91,8 @@ def main() -> None:
         st.error(refused, icon=":material/block:")
     key = f"upload-files-{st.session_state.get('upload-generation', 0)}"
     uploaded = st.file_uploader(
-        "Result files",
-        type=["json", "parquet", "csv"],
+        "Result files (.json, .parquet, .csv)",
+        # no type= filter: the browser's refusal was a red mark alone; the check names the file and why
         accept_multiple_files=True,
         key=key,
         help="Drop one or many files. Nothing is stored until you press Store.",
