@@ -281,7 +281,8 @@ def not_evaluated(reasons: list[str]) -> None:
     )
     with st.expander(f"Not evaluated or not ranked ({len(reasons)})", icon=":material/help:"):
         for line in reasons:
-            st.markdown(f"- {plain(in_page_words(line, WORDS))}")
+            said = views.recommend.advice_in_page_words(in_page_words(line, WORDS))
+            st.markdown(f"- {plain(said)}")
 
 
 def catalog_editor() -> None:

@@ -353,3 +353,26 @@ def _kind(reason: str) -> str:
         if phrase in reason:
             return kind
     return "other reasons"
+
+
+# The commands a reason names, as this page's controls do the same: (pattern, words).
+_ADVICE_WORDS = (
+    (re.compile(r"`stash instances set \S+ --interconnect LINK`"),
+     "set its interconnect in the catalog's Links columns below"),
+    (re.compile(r"`stash instances set \S+ --network-gbps GBPS`"),
+     "set its network_gbps in the catalog's Links columns below"),
+    (re.compile(r"`stash profile --model (\S+) --batch-size (\d+)(?: --input-shape (\S+))?"
+                r"(?: --workers (\d+))? --instance (\S+)`"),
+     lambda m: (f"the Run page with model {m[1]}, batch size {m[2]}"
+                + (f", input shape {m[3]}" if m[3] else "") + (f", {m[4]} workers" if m[4] else "")
+                + f" and Instance label {m[5]}")),
+)
+
+
+def advice_in_page_words(text: str) -> str:
+    """A reason's advice with the commands it names said as the page's controls (the catalog editor below,
+    the Run page): its backticks had shown as they were."""
+    for pattern, words in _ADVICE_WORDS:
+        text = pattern.sub(words, text)
+    return text
+

@@ -443,3 +443,20 @@ def test_each_note_names_the_ranks_that_carry_it():
     notes = pd.Series(["over NVSwitch", "over NVSwitch", "over TCP", "over NVSwitch", None, "over NVSwitch"])
     assert views.recommend.ranks_by_note(ranks, notes) == {"over NVSwitch": "ranks 1-2, 4, 7",
                                                            "over TCP": "rank 3"}  # fmt: skip
+
+
+@pytest.mark.parametrize("reason", [
+    "1 x x.large: no GPU link (the catalog names none)",
+    "1 x x.large: no network bandwidth in the catalog; no GPU link",
+])  # fmt: skip
+def test_a_reasons_commands_are_said_as_the_pages_controls(reason: str) -> None:
+    """The Recommend page listed `stash instances set ...` and `stash profile ...` with their backticks."""
+    from stash_core.decide.predict.collectives import NO_GPU_LINK, NO_NETWORK
+    from stash_core.decide.recommend.advice import unpredicted_advice
+
+    reason = reason.replace("no GPU link", NO_GPU_LINK).replace("no network bandwidth", NO_NETWORK)
+    said = views.recommend.advice_in_page_words(
+        reason + unpredicted_advice(reason, "x.large", 2, 1, "resnet50", 64, (3, 224, 224))
+    )
+    assert "`" not in said and "stash " not in said, said
+    assert "set its interconnect in the catalog's Links columns below" in said
