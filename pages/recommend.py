@@ -37,8 +37,9 @@ def request_key() -> str:
     return f"rec-request:{current_db()}"
 
 
-def request_form() -> RecommendRequest | None:
-    """The form describing the training job; the last request sent (kept across reruns), None before any.
+def request_form() -> RecommendRequest | bool | None:
+    """The form describing the training job; the last request sent (kept across reruns), None before any,
+    False for a form refused on Recommend (its error said).
 
     The model is chosen outside the form, so that its input shape and epoch size follow it; the choice stays
     the user's (a new profile in the database never replaces it)."""
@@ -141,7 +142,7 @@ def request_form() -> RecommendRequest | None:
             said = in_page_words(str(exc), {"--input-shape ": ""})  # the field is named first
             st.error(f"Input shape: {plain(said)}", icon=":material/error:")
             st.session_state.pop(request_key(), None)  # an earlier job's answer (or error) is not this one's
-            return None
+            return False  # refused, and said so: no other word beside it
         st.session_state[request_key()] = RecommendRequest(
             model=model,
             batch_size=as_typed(batch_size),
@@ -334,6 +335,7 @@ def main() -> None:
     request = request_form()
     if request is None:
         st.info("Describe the training job and press Recommend.", icon=":material/info:")
+    if not isinstance(request, RecommendRequest):
         return
     with st.spinner("Evaluating configurations…"):
         result = load(views.recommend.recommendation, request)

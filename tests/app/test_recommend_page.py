@@ -331,6 +331,8 @@ def test_a_bad_input_shape_shows_its_error_alone(populated, monkeypatch):
     next(button for button in app.button if button.label == "Recommend").click()
     errors = [error.value for error in app.run().error]
     assert len(errors) == 1 and errors[0].startswith("Input shape"), errors
+    # and no invitation to describe the job beside it, as if nothing had been pressed
+    assert not [info.value for info in app.info if "press Recommend" in info.value]
 
 
 @pytest.mark.parametrize(("key", "field"), [("rec-budget", "Time budget"), ("rec-max-usd", "Cost limit")])
