@@ -168,7 +168,8 @@ def recent_runs(con: Any, no_instance: str, limit: int) -> pd.DataFrame:
     return relation_frame(
         con.sql(
             "SELECT run_id, started_at, status, model, batch_size, workers_per_node, nodes, "
-            "coalesce(instance, ?) AS instance, device, iteration_s, epoch_s, error FROM runs "
+            "coalesce(instance, ?) AS instance, device, iteration_s, iteration_ci95_s, epoch_s, error "
+            "FROM runs "
             "ORDER BY started_at DESC NULLS LAST, run_id DESC LIMIT ?",
             params=[no_instance, int(limit)],
         )

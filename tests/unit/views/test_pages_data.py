@@ -351,7 +351,8 @@ def test_backslashes_in_json_columns_come_back_whole_through_a_csv_export(tmp_pa
     from result_docs import result_doc
 
     db, target = tmp_path / "a.duckdb", tmp_path / "b.duckdb"
-    for n, label in enumerate(("lab\\u0041", "lab\\runs\\x41\\u0042", "C:\\data\\n")):
+    # (no colon: an instance label holds none)
+    for n, label in enumerate(("lab\\u0041", "lab\\runs\\x41\\u0042", "\\\\data\\n")):
         store.ingest_result(db, result_doc(run_id=f"20261122T08000{n}Z-ffff000{n}", instance=label))
     paths = store.export(db, "csv", tmp_path / "export")
     report = views.upload.check_uploads(None, [(path.name, path.read_bytes()) for path in paths])
