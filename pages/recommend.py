@@ -24,7 +24,7 @@ from stash_core.decide.recommend.costs import step_error
 from stash_core.errors import StashError
 from stash_core.spec_parse import parse_input_shape
 from stash_core.units import duration_words
-from stash_core.views.common import in_page_words, plain, sentence
+from stash_core.views.common import STALL_LABELS, in_page_words, plain, sentence
 from stash_core.views.recommend import RecommendRequest
 
 PRECISIONS = ["pytorch", "fp32", "tf32", "amp"]
@@ -181,14 +181,17 @@ def recommended_box(result: Recommendation) -> None:
         cols = [*st.columns(2), *st.columns(2)]  # four in a row cut the figures ("$10…") at 800 px
         budget_h = result.request.get("budget_hours")
         within_s = None if budget_h is None else budget_h * 3600  # 15.97 h within 15.98 h: never "16.0 h"
-        cols[0].metric("Training time", duration_words(best["training_h"] * 3600, within_s))
-        cols[1].metric("Cost", usd_text(best["training_usd"]))
+        # a predicted time and cost carry the step's expected error, as the caption's iteration time does
+        spread = {} if error is None else {"delta": f"±{error:.0%} expected error", "delta_color": "off",
+                                           "delta_arrow": "off"}  # fmt: skip
+        cols[0].metric("Training time", duration_words(best["training_h"] * 3600, within_s), **spread)
+        cols[1].metric("Cost", usd_text(best["training_usd"]), **spread)
         cols[2].metric("Price", f"{usd_text(best['usd_per_h'])}/h")
         iteration_s = best.get("iteration_s")
         shown = "—" if iteration_s is None or pd.isna(iteration_s) else f"{iteration_s * 1e3:,.1f} ms"
         cols[3].metric("Iteration time", shown, help=marked)
-        unknown = views.recommend.stalls_not_predicted(best)
-        left_out = f" Not predicted, so not in the time: {', '.join(unknown)} stall." if unknown else ""
+        unknown = [STALL_LABELS[stall] for stall in views.recommend.stalls_not_predicted(best)]
+        left_out = f" Not predicted, so not in the time: {' and '.join(unknown)}." if unknown else ""
         st.caption(f"Iteration time {marked}.{left_out}")
     for line in result.explanations[1:]:
         st.markdown(f"- {plain(in_page_words(line, WORDS))}")

@@ -194,7 +194,10 @@ def test_the_page_keeps_the_users_model_and_answers_its_job(populated, monkeypat
     job = "gpt2, batch 8 per worker, input 256, amp, adamw (foreach), fused attention, one worker per GPU"
     assert job in text
     captions = " ".join(caption.value for caption in app.caption)
-    assert "Not predicted, so not in the time: cpu, disk stall" in captions
+    assert "Not predicted, so not in the time: CPU pre-processing and Disk fetch." in captions
+    # the headline time and cost carry the step's expected error, as the caption does
+    deltas = [metric.delta for metric in app.metric if metric.label in ("Training time", "Cost")]
+    assert len(deltas) == 2 and all(delta and delta.endswith("% expected error") for delta in deltas), deltas
     ingest_result(populated, result_doc("resnet18", instance="p3.2xlarge", device="cuda", batch_size=32))
     app = app.run()
     assert app.selectbox(key="rec-model").value == "gpt2"
