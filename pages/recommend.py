@@ -218,6 +218,8 @@ def ranked_view(ranked: pd.DataFrame) -> None:
     show_table(
         table,
         column_config={
+            # wide enough for a name: "1 x / a2-ultragpu / -2g" was broken mid-word over three lines
+            "config": st.column_config.TextColumn("config", width="medium"),
             "gpus": st.column_config.TextColumn("GPUs", help="GPUs used of each instance's, times instances"),
             "comm_error": st.column_config.NumberColumn("±comm", format="percent"),  # a share of the step
             # four figures, numbers still (they sort): an hour to one decimal and a cent read 0.0 h and $0.00
@@ -240,8 +242,13 @@ def ranked_view(ranked: pd.DataFrame) -> None:
         st.caption(f"The {CHART_OPTIONS} cheapest of the {len(ranked)} configurations that meet the "
                    "constraints.")  # fmt: skip
     long = views.recommend.stall_seconds_long(shown, current_db())  # laid as the Breakdown chart lays a run's
-    chart = stall_bars(long, "run_label", "Configuration", "Seconds per iteration", "s", ".4f")
+    # drawn in ms: steps of tens of ms read "0.0000, 0.0020 … 0.0500" on a seconds axis
+    in_ms = long.assign(**{column: long[column] * 1e3 for column in MS_COLUMNS if column in long})
+    chart = stall_bars(in_ms, "run_label", "Configuration", "Milliseconds per iteration", "ms", ",.1f")
     chart_with_download(chart, long, "recommendation_stalls", "rec-stalls")
+
+
+MS_COLUMNS = ("bar_start", "bar_end", "value", "ci95", "error_low", "error_high")  # the chart's time columns
 
 
 def show_result(result: Recommendation) -> None:
