@@ -74,8 +74,8 @@ class Number:
         if value > self.high or (self.high_open and value == self.high):
             if self.high_open:
                 return f"must be {self.describe()}, got {_number_text(value)}"
-            high = f"{int(self.high):,}" if self.whole else f"{self.high:,g}"
-            return f"must be at most {high}, got {_number_text(value)}"
+            # as _number_text writes the value: 1,000,000, not 1e+06
+            return f"must be at most {_number_text(self.high)}, got {_number_text(value)}"
         return None
 
     def describe(self) -> str:

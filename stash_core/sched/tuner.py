@@ -95,7 +95,7 @@ def plan_policies(
         )
     if not known:
         raise UsageError(
-            f"none of the first {len(first)} jobs had finished when job {rest[0].job_id} arrived, so there "
+            f"{_none_finished(len(first))} when job {rest[0].job_id} arrived, so there "
             "is nothing to tune on: use --tuning online or given, or a larger --tune-fraction"
         )
     policies = [tune(known, cluster, p, uplink_factor, fabric) if p.name in TIMED else p for p in bases]
@@ -117,3 +117,11 @@ def finished_by(
     durations are known then."""
     outcomes = simulate(jobs, cluster, Policy("consolidate"), uplink_factor, fabric)
     return [o.job for o in outcomes if o.finish_s <= cut_s]
+
+
+def _none_finished(count: int) -> str:
+    """'none of the first 5 jobs had finished', or 'the first job had not finished' ('none of the first 1
+    jobs' read oddly)."""
+    if count == 1:
+        return "the first job had not finished"
+    return f"none of the first {count:,} jobs had finished"

@@ -283,4 +283,4 @@ def _needed(lower: int) -> str:
     """Eq. 16's workers in words: at MAX_WORKER_BOUND the bound is a cap, not a figure (beyond any quota)."""
     if lower >= MAX_WORKER_BOUND:
         return f"over {MAX_WORKER_BOUND:,} workers"
-    return f"at least {lower} worker{'s' * (lower != 1)}"
+    return f"at least {lower:,} worker{'s' * (lower != 1)}"

@@ -353,3 +353,11 @@ def test_an_empty_catalog_value_is_refused_and_none_clears_it(tmp_path: Path, ca
     assert not Path(db).exists()
     assert main(["instances", "set", "g5.xlarge", "--vcpus", "none", "--db", db]) == 0
     assert "vcpus=None" in capsys.readouterr().out
+
+
+def test_a_limit_is_written_as_the_value_is() -> None:
+    """'must be at most 1e+06, got 1e+300': the limit in figures, as every other message gives it."""
+    from stash_core.spec_parse import Number
+
+    assert Number(0, 1e6, whole=False).problem(1e300) == "must be at most 1,000,000, got 1e+300"
+    assert Number(0, 0.5, whole=False).problem(0.7) == "must be at most 0.5, got 0.7"

@@ -130,3 +130,11 @@ def test_split_reports_the_rest_on_a_cluster_the_first_part_still_holds():
     # the charts cover the span the figures do: from the first reported arrival to the last reported finish
     assert fifo["timeline"][-1][0] == pytest.approx(fifo["metrics"]["makespan_s"])
     assert fifo["timeline"][0][1:] == [1, 1.0]  # at 104 s the hog holds all 8 GPUs and r0 waits
+
+
+def test_one_job_before_the_split_is_said_in_the_singular() -> None:
+    """'none of the first 1 jobs had finished'."""
+    from stash_core.sched.tuner import _none_finished
+
+    assert _none_finished(1) == "the first job had not finished"
+    assert _none_finished(1200) == "none of the first 1,200 jobs had finished"

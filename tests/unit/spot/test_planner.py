@@ -253,7 +253,7 @@ def test_crossed_worker_bounds_are_said_as_none_searched():
     from stash_core.spot.planner import PlanResult, searched_workers
 
     text = searched_workers(PlanResult(best=None, bounds=(4815, 13)))
-    assert text.startswith("none") and "at least 4815" in text and "at most 13" in text
+    assert text.startswith("none") and "at least 4,815" in text and "at most 13" in text
     searched = PlanResult(best=None, bounds=(2, 3), candidates=[evaluate([A] * n, WORKLOAD, 0.1, 1e9, **LINKS)
                                                                 for n in (2, 3)])  # fmt: skip
     assert searched_workers(searched) == "2 to 3 (eqs. 15-16)"
