@@ -2,6 +2,8 @@
 synthetic one), compare JCT, makespan and communication overhead, and look at past simulations. Every
 default is the command's (stash_core/sched/defaults.py)."""
 
+from pathlib import Path
+
 import altair as alt
 import pandas as pd
 import streamlit as st
@@ -121,11 +123,12 @@ def form() -> None:
         help="split: tuned on the first 30% of the jobs, reported on the rest; online: from estimates and "
         "observed waits; given: the delay and scale here",
     )  # fmt: skip
+    # used only with timers given: greyed out otherwise, as the synthetic trace's fields are for an upload
+    unused = tuning != "given"
     delay_s = numbers.number(mid, "Delay timer (s, given)", 0.0, 1e7, d.DELAY_S, format="%g",
-                             key="sched-delay",
-                               persist_state="session")
+                             key="sched-delay", persist_state="session", disabled=unused)  # fmt: skip
     scale = numbers.number(right, "Network timer scale (given)", 0.0, 1e6, d.SCALE, format="%g",
-                               key="sched-scale", persist_state="session")  # fmt: skip
+                           key="sched-scale", persist_state="session", disabled=unused)  # fmt: skip
     checkpoint_s = numbers.number(left, "Checkpoint (s)", 0.0, 1e6, d.CHECKPOINT_S, format="%g",
                                      key="sched-checkpoint",
                                      persist_state="session",
@@ -138,6 +141,7 @@ def form() -> None:
     if source == "upload" and not uploads:
         st.error("Upload a trace file, or choose the synthetic trace.", icon=":material/error:")
         return
+    database_was_there = Path(current_db()).exists()
     try:
         with st.spinner(f"Simulating (stopped after {view.PAGE_TIME_LIMIT_S:.0f} s)…"):
             doc = view.simulate_within_limit(
@@ -155,6 +159,8 @@ def form() -> None:
         st.error(plain(in_page_words(str(exc), WORDS)), icon=":material/error:")
         return
     st.session_state["schedule_doc"] = doc
+    if not database_was_there and Path(current_db()).exists():  # said, as the Upload page says it
+        st.info(f"Stored in a new database, {plain(str(current_db()))}.", icon=":material/database:")
     forget_cached_queries()
 
 

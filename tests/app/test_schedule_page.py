@@ -10,6 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from stash_core.sched import defaults
 from stash_core.store import simulations_frame
+from stash_core.views.common import plain
 
 REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "pages" / "schedule.py"
@@ -45,6 +46,12 @@ def test_a_synthetic_simulation_is_stored_and_compared(tmp_path, monkeypatch):
     assert "timers set online" in " ".join(c.value for c in app.caption).lower()
     assert set(app.table[0].value.index) == {"fifo", "las", "network-preempt"}
     assert any("mean queueing delay" in str(chart.spec) for chart in app.get("vega_lite_chart"))
+    # the database it made is said (it was made without a word), and timers it ignores are greyed out
+    assert any(f"Stored in a new database, {plain(str(db))}" in info.value for info in app.info)
+    assert app.number_input(key="sched-delay").disabled and app.number_input(key="sched-scale").disabled
+    captions = " ".join(c.value for c in app.caption)
+    said = plain("No link model: crossing more switches than needed multiplies the stall by 2") + "."
+    assert said in captions and "Network sensitivity (slowdown when spread) of the jobs" in captions
 
 
 def test_bad_input_shows_a_message(tmp_path, monkeypatch):
