@@ -25,8 +25,9 @@ DEFAULT_QUOTA = 4
 CANDIDATE_COLUMNS = {
     "iteration_s": st.column_config.NumberColumn("iteration (s)", format="%.4f"),
     "R": st.column_config.NumberColumn("R (eq. 5)", format="%.3f"),
-    "iterations": st.column_config.NumberColumn("iterations to the target", format="%.0f"),
-    "training_s": st.column_config.NumberColumn("training (s)", format="%.0f"),
+    # thousands separated, as the cards above write them ("2,549 s"); short headers: long ones were cut
+    "iterations": st.column_config.NumberColumn("iterations", format="%,.0f", help="to the target loss"),
+    "training_s": st.column_config.NumberColumn("training (s)", format="%,.0f"),
     "usd_per_h": st.column_config.NumberColumn("$/h", format="%.2f"),
     "cost_usd": st.column_config.NumberColumn("cost ($)", format="%.4g"),  # a cent's share stays a figure
     "within_budget": "within deadline",
@@ -201,7 +202,7 @@ def window_view(answer: SpotAnswer, deadline_s: float) -> None:
             "windows": "clusters tried" if exact else "windows tried",
             "within_budget": "within deadline",
             "cheapest_usd": st.column_config.NumberColumn("cheapest ($)", format="%.4g"),
-            "fastest_s": st.column_config.NumberColumn("fastest (s)", format="%.0f"),
+            "fastest_s": st.column_config.NumberColumn("fastest (s)", format="%,.0f"),
         },
     )
     points = answer.points
@@ -264,11 +265,12 @@ def simulation_view(request: dict) -> None:
     show_table(
         rows.assign(p_deadline=rows["p_deadline"] * 100),  # in whole percent, as its interval beside it
         column_config={
-            "p_deadline": st.column_config.NumberColumn("P(deadline met)", format="%.0f%%"),
+            "p_deadline": st.column_config.NumberColumn("met", format="%.0f%%", help="the share of runs that "
+                                                        "met the deadline"),
             "p_deadline_range": st.column_config.TextColumn("95% interval", help="Of the share of runs "
                                                             "that met the deadline (Wilson's interval)"),
-            "mean_time_s": st.column_config.NumberColumn("mean time (s)", format="%.0f"),
-            "p90_time_s": st.column_config.NumberColumn("p90 time (s)", format="%.0f"),
+            "mean_time_s": st.column_config.NumberColumn("mean (s)", format="%,.0f", help="mean time"),
+            "p90_time_s": st.column_config.NumberColumn("p90 (s)", format="%,.0f", help="90th percentile"),
             "mean_cost_usd": st.column_config.NumberColumn("mean cost ($)", format="%.4g"),
             "mean_revocations": st.column_config.NumberColumn("revocations", format="%.1f"),
         },
