@@ -131,7 +131,8 @@ def plan_view(answer: CampaignPlan) -> None:
         "Start to end", f"{answer.wall_s / 60:,.1f} min", at_once, delta_color="off", delta_arrow="off"
     )
     dates = sorted(answer.price_dates)  # the oldest shown whole: several dates were cut to "2022-01-01, …"
-    label = "Prices of" if len(dates) < 2 else "Oldest price of"  # "2022-01-01 +1" was read as a typo
+    # "2022-01-01 +1" was read as a typo; "Oldest price of" as a sentence cut short
+    label = "Prices dated" if len(dates) < 2 else "Oldest price dated"
     later = f"{len(dates) - 1} later date(s)" if len(dates) > 1 else None
     cols[3].metric(label, dates[0] if dates else "-", later, delta_color="off", delta_arrow="off",
                    help=", ".join(dates) or None)

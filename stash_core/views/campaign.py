@@ -131,11 +131,12 @@ def batch_sizes(text: str) -> tuple[int, ...]:
     sizes = []
     for part in parts:
         value = int(part) if part.isascii() and part.isdigit() and len(part) <= 9 else None
-        problem = f"must be a positive integer, got {part!r}" if value is None else BATCH_SIZE.problem(value)
+        problem = BATCH_SIZE.problem(value) if value is not None else (
+            f"must be a positive integer, got {part[:20]}")  # fmt: skip
         if value is None and part.isascii() and part.isdigit():  # a positive integer, beyond the bound
             problem = f"must be at most {int(BATCH_SIZE.high):,}, got {part[:20]}{'...' * (len(part) > 20)}"
         if problem:
-            raise UsageError(f"batch size {problem}")
+            raise UsageError(f"batch sizes: each {problem}")  # as the list's other messages name it
         sizes.append(value)
     return tuple(dict.fromkeys(sizes))
 

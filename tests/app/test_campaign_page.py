@@ -76,8 +76,8 @@ def test_the_plan_of_three_instance_types_with_its_total_and_price_dates(empty_d
     assert metrics["Cost at catalog prices"] == f"${total:.2f}"
     assert metrics["Machine time"] == f"{table['machine_min'].sum():.1f} min"
     # the oldest whole ("2022-01-01, ..." was cut), and the others counted in words ("+1" read as a typo)
-    assert metrics["Oldest price of"] == "2022-01-01"
-    assert {metric.label: metric.delta for metric in app.metric}["Oldest price of"] == "1 later date(s)"
+    assert metrics["Oldest price dated"] == "2022-01-01"
+    assert {metric.label: metric.delta for metric in app.metric}["Oldest price dated"] == "1 later date(s)"
     assert f"Total: {table['machine_min'].sum():.1f} min of machine time, ${total:.2f} at catalog prices " \
            "(prices of 2022-01-01, 2025-01-01)" in _texts(app)  # fmt: skip
     # the page that spends money warns of old prices, as Recommend does (it said nothing)
@@ -134,7 +134,7 @@ def test_no_spot_price_and_a_bad_batch_size_are_one_message_each(empty_db: Path,
     assert [shown(e.value) for e in app.error] == [said]
     app = _plan(app, batch="64,zero")
     assert not app.exception
-    assert [shown(e.value) for e in app.error] == ["batch size must be a positive integer, got 'zero'"]
+    assert [shown(e.value) for e in app.error] == ["batch sizes: each must be a positive integer, got zero"]
 
 
 def test_without_skypilot_the_launch_is_disabled_with_the_install_line(empty_db: Path, without_skypilot):

@@ -151,12 +151,12 @@ def test_spot_prices_where_the_catalog_has_them(db: Path) -> None:
 def test_batch_sizes_and_typed_instance_types() -> None:
     assert view.batch_sizes(" 32, 64,32 ") == (32, 64)
     for bad in ("", "0", "x", "64,-1", "1.5"):
-        with pytest.raises(UsageError, match="batch size"):
+        with pytest.raises(UsageError, match="batch sizes: "):
             view.batch_sizes(bad)
     # a positive integer beyond the bound is said to be too large, not "not a positive integer"
     # (its figure written as the limit is: "1,048,576, got 2000000" read as two kinds of number)
     for large, said in (("99999999999999999999", "99999999999999999999"), ("2000000", "2,000,000")):
-        with pytest.raises(UsageError, match=f"batch size must be at most 1,048,576, got {said}$"):
+        with pytest.raises(UsageError, match=f"batch sizes: each must be at most 1,048,576, got {said}$"):
             view.batch_sizes(large)
     assert view.instance_names(["g5.xlarge"], "p3.2xlarge, g5.xlarge") == ("g5.xlarge", "p3.2xlarge")
     # an empty item is refused, as the command refuses it (the plan was made with 32,64 from "32,,64")
