@@ -15,6 +15,7 @@ from stash_core.errors import UsageError, write_failure
 from stash_core.proc import pid_alive
 from stash_core.terminal import one_line
 from stash_core.units import size_words
+from stash_core.userfiles import nearest_existing
 
 MANIFEST_NAME = "MANIFEST.json"
 _TMP_PREFIX = ".tmp-"
@@ -66,12 +67,17 @@ def build_dataset_dir(
         _remove_stale_tmp_dirs(parent)
     if read_manifest(final_dir) is not None:
         return final_dir
+    existing = nearest_existing(parent)
     try:
         parent.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise write_failure(f"cannot create data set folder {parent}: {exc.strerror}", exc) from exc
     if estimated_bytes is not None:
-        refuse_without_room(parent, estimated_bytes())
+        try:
+            refuse_without_room(parent, estimated_bytes())
+        except UsageError:  # refused before a file was written: the folders made for it go too
+            _remove_made_folders(parent, existing)
+            raise
     tmp_dir = parent / f"{_TMP_PREFIX}{final_dir.name}-{os.getpid()}"
     shutil.rmtree(tmp_dir, ignore_errors=True)
     try:
@@ -92,6 +98,17 @@ def build_dataset_dir(
     finally:
         shutil.rmtree(tmp_dir, ignore_errors=True)
     return final_dir
+
+
+def _remove_made_folders(folder: Path, existing: Path) -> None:
+    """Remove `folder` and its parents up to `existing` (not it), each only while empty."""
+    for made in [folder, *folder.parents]:
+        if made == existing or existing not in made.parents:
+            return
+        try:
+            made.rmdir()
+        except OSError:
+            return  # not empty (another set, another process): kept
 
 
 def refuse_without_room(folder: Path, estimated_bytes: int) -> None:

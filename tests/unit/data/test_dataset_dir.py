@@ -179,3 +179,18 @@ def test_a_pipe_named_like_an_image_is_refused_and_one_named_otherwise_left_alon
     with pytest.raises(UsageError) as caught:
         scan_class_folders(root, [".jpg"], "image")
     assert str(caught.value).startswith(f"data set file {root / 'cats' / 'pipe.jpg'} is not a regular file")
+
+
+def test_a_refused_set_leaves_no_folder_made_for_it(tmp_path, monkeypatch):
+    """$STASH_CACHE_DIR on a full disk: the refusal left an empty datasets/ folder behind."""
+    import collections
+
+    from stash_core.data import dataset_dir
+    from stash_core.data.jpeg_dataset import generate_synthetic_jpegs
+
+    usage = collections.namedtuple("usage", "total used free")
+    monkeypatch.setattr(dataset_dir.shutil, "disk_usage", lambda path: usage(10**9, 10**9 - 10**6, 10**6))
+    (tmp_path / "cache" / "other").mkdir(parents=True)  # there before: kept
+    with pytest.raises(UsageError, match="would take about"):
+        generate_synthetic_jpegs(10_000, root=tmp_path / "cache" / "datasets" / "more")
+    assert [path.name for path in (tmp_path / "cache").iterdir()] == ["other"]
