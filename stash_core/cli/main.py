@@ -292,16 +292,17 @@ def cmd_ingest(args) -> int:
         refused.append(why)
         print(printable(f"stash: not stored: {why}"), file=sys.stderr)
 
+    def said(path: Path, run_id: str, words: str) -> None:  # as each file goes in: an interrupt keeps them
+        what = "completed (what it lacked added)" if words == COMPLETED else words
+        print(printable(f"{what}  {run_id}  ({path})"), flush=True)
+
     try:
         skip_bad = skip if args.skip_bad else None
-        outcomes = store.ingest_files(db_path(args), args.files, words=True, skip_bad=skip_bad)
+        store.ingest_files(db_path(args), args.files, words=True, skip_bad=skip_bad, on_stored=said)
     except NothingStored as error:  # without --skip-bad: the flag that stores the others
         if len(args.files) > 1:
             raise UsageError(f"{error} (--skip-bad stores them and names those it cannot)") from None
         raise
-    for path, run_id, said in outcomes:
-        what = "completed (what it lacked added)" if said == COMPLETED else said
-        print(printable(f"{what}  {run_id}  ({path})"))
     if new and db_path(args).exists():  # a mistyped --db would otherwise go unnoticed
         print(printable(f"note: {db_path(args)} did not exist: it is a new database"))
     if refused:

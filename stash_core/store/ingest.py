@@ -78,6 +78,7 @@ def ingest_files(
     paths: list[Path] | list[str],
     words: bool = False,
     skip_bad: Callable[[Path, str], None] | None = None,
+    on_stored: Callable[[Path, str, str], None] | None = None,
 ) -> list[tuple[Path, str, Any]]:
     """Ingest result files, `stash probe` files and `stash schedule` simulation files; returns (path, run_id,
     probe_id or simulation_id, inserted) per file: whether anything was written, or with `words` what
@@ -92,7 +93,8 @@ def ingest_files(
     run_id, probe_id or simulation_id stored with different content is refused.
 
     With `skip_bad`, a file that cannot be stored (unreadable, not valid, in conflict with a stored run) is
-    handed to it with the reason, "PATH: why", and left out; the others are stored.
+    handed to it with the reason, "PATH: why", and left out; the others are stored. `on_stored` hears each
+    file's (path, id, words) as it is committed: a command stopped part of the way has said what went in.
     """
     db_path = required_path("db_path", db_path)
     if isinstance(paths, str | Path) or not isinstance(paths, list | tuple):
@@ -138,6 +140,8 @@ def ingest_files(
                         probe_id, frame = item
                         outcomes.append((path, probe_id, _said(_insert_probe(con, probe_id, frame))))
                     storing = None
+                    if on_stored is not None:
+                        on_stored(*outcomes[-1])
                     if time.monotonic() >= turn_ends:
                         break  # readers' turn
             if waiting:

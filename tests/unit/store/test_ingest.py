@@ -737,3 +737,19 @@ def test_ingest_says_a_stored_run_given_what_it_lacked_was_completed_not_stored(
     lines = capsys.readouterr().out.splitlines()
     said = [line.split("  ")[0] for line in lines if not line.startswith("note:")]
     assert said == ["stored", "completed (what it lacked added)", "already stored"]
+
+
+def test_each_file_is_said_as_it_goes_in(tmp_path: Path) -> None:
+    """`stash ingest` printed its "stored" lines at the end: a Ctrl-C part of the way lost all of them."""
+    from result_docs import result_doc
+
+    paths = []
+    for n in range(3):
+        doc = result_doc(run_id=f"20261122T09000{n}Z-eeee000{n}")
+        paths.append(tmp_path / f"r{n}.json")
+        write_result_atomic(paths[-1], doc)
+    heard = []
+    outcomes = store.ingest_files(tmp_path / "r.duckdb", paths, words=True,
+                                  on_stored=lambda *said: heard.append(said))  # fmt: skip
+    assert heard == [tuple(outcome) for outcome in outcomes] and len(heard) == 3
+    assert [said[2] for said in heard] == ["stored"] * 3
