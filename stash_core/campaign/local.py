@@ -71,9 +71,11 @@ def run_campaign(
         try:
             result = runner(item, settings, on_event)
         except KeyboardInterrupt:  # Ctrl-C, SIGTERM: what was done, and that the same command goes on
-            report(f"interrupted in [{index + 1}/{len(todo)}] {item.describe()} (its profile saves what it "
-                   f"measured, marked interrupted): {len(outcome.completed)} profiled before it; the same "
-                   "command again runs what is left")  # fmt: skip
+            # a profile that ended as the signal came is stored completed: `stash runs` says which
+            report(f"interrupted in [{index + 1}/{len(todo)}] {item.describe()} (what its profile measured "
+                   "is kept, marked interrupted unless it had just ended: `stash runs` says): "
+                   f"{len(outcome.completed)} profiled before it; the same command again runs what is "
+                   "left")  # fmt: skip
             raise
         durations.append(time.monotonic() - item_started)
         if result.get("status") == "completed":

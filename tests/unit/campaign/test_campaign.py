@@ -497,6 +497,8 @@ def test_an_interrupted_campaign_says_what_it_did_and_that_the_same_command_goes
         run_campaign(plan, settings, runner=interrupted_third, report=lines.append)
     assert lines[-1].startswith("interrupted in [3/3] resnet34 batch 8, 2 worker(s)")
     assert lines[-1].endswith(": 2 profiled before it; the same command again runs what is left")
+    # a profile may have ended as the signal came (stored completed): not said to be marked interrupted
+    assert "marked interrupted unless it had just ended: `stash runs` says" in lines[-1]
 
 
 def test_a_script_s_result_file_names_no_batch_and_a_model_file_s_no_hash(tmp_path):
