@@ -141,7 +141,10 @@ def ingest_files(
                         outcomes.append((path, probe_id, _said(_insert_probe(con, probe_id, frame))))
                     storing = None
                     if on_stored is not None:
-                        on_stored(*outcomes[-1])
+                        try:
+                            on_stored(*outcomes[-1])
+                        except OSError:  # its reader is gone (`| head -1`): the storing goes on unsaid
+                            on_stored = None
                     if time.monotonic() >= turn_ends:
                         break  # readers' turn
             if waiting:

@@ -739,17 +739,34 @@ def test_ingest_says_a_stored_run_given_what_it_lacked_was_completed_not_stored(
     assert said == ["stored", "completed (what it lacked added)", "already stored"]
 
 
-def test_each_file_is_said_as_it_goes_in(tmp_path: Path) -> None:
-    """`stash ingest` printed its "stored" lines at the end: a Ctrl-C part of the way lost all of them."""
+def test_each_file_is_said_as_it_goes_in(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`stash ingest` printed its "stored" lines at the end: a Ctrl-C part of the way lost all of them. And a
+    reader that goes away (`| head -1`) stops the saying, never the storing."""
     from result_docs import result_doc
 
     paths = []
     for n in range(3):
-        doc = result_doc(run_id=f"20261122T09000{n}Z-eeee000{n}")
         paths.append(tmp_path / f"r{n}.json")
-        write_result_atomic(paths[-1], doc)
+        write_result_atomic(paths[-1], result_doc(run_id=f"20261122T09000{n}Z-eeee000{n}"))
+    inserted = ingest_module._insert
+    calls = []
+
+    def stopped_at_the_second(con, item):
+        calls.append(item)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return inserted(con, item)
+
+    monkeypatch.setattr(ingest_module, "_insert", stopped_at_the_second)
     heard = []
-    outcomes = store.ingest_files(tmp_path / "r.duckdb", paths, words=True,
-                                  on_stored=lambda *said: heard.append(said))  # fmt: skip
-    assert heard == [tuple(outcome) for outcome in outcomes] and len(heard) == 3
-    assert [said[2] for said in heard] == ["stored"] * 3
+    with pytest.raises(KeyboardInterrupt):
+        store.ingest_files(tmp_path / "a.duckdb", paths, words=True,
+                           on_stored=lambda *said: heard.append(said))  # fmt: skip
+    assert [said[1] for said in heard] == ["20261122T090000Z-eeee0000"]  # said before the interrupt
+    monkeypatch.setattr(ingest_module, "_insert", inserted)
+
+    def gone(*said):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    outcomes = store.ingest_files(tmp_path / "b.duckdb", paths, words=True, on_stored=gone)
+    assert [said for _, _, said in outcomes] == ["stored"] * 3
