@@ -119,14 +119,15 @@ def _inputs(
 
 
 def cmd_spot_replan(args: argparse.Namespace) -> int:
-    from stash_core.spot.inputs import parse_offers
+    from stash_core.spot.inputs import eq10_pairing_notes, parse_offers
     from stash_core.spot.model import most_workers
     from stash_core.spot.planner import WINDOW_NOTE
     from stash_core.spot.replan import replan
 
     pricing = "on_demand" if args.on_demand else "spot"
     # a type offered without a price of the plan's kind is left out with a note, as `stash spot` leaves it
-    workload, _doc, offers, ps, pcie, unpriced, unpriced_note = _inputs(args, pricing, leave_unpriced=True)
+    workload, doc, offers, ps, pcie, unpriced, unpriced_note = _inputs(args, pricing, leave_unpriced=True)
+    notes = ([unpriced_note] if unpriced_note else []) + eq10_pairing_notes(doc, offers)
     by_name = {offer.worker.instance: offer for offer in offers}
     running = []
     for name, number in parse_offers(args.running):
@@ -162,7 +163,7 @@ def cmd_spot_replan(args: argparse.Namespace) -> int:
         },
         "tried": tried,
         "search": result.search,  # "exact": every mix tried; "window": spotDNN's heuristic
-        "notes": [unpriced_note] if unpriced_note else [],
+        "notes": notes,
     }  # fmt: skip
     if args.json:  # no plan: "error" and "exit_status" as every command's failure
         failure = {"error": f"no plan: {result.infeasible_reason}", "exit_status": 1} if best is None else {}
@@ -177,8 +178,8 @@ def cmd_spot_replan(args: argparse.Namespace) -> int:
               f"trains in {best.training_s:.0f} s of the {args.budget_s:.0f} s left (revocation overhead "
               f"{args.revocation_s:.0f} s included), {usd_words(best.cost_usd)} more ({clusters})\n"
               "predicted by the spotDNN model; not a measurement")  # fmt: skip
-    if unpriced_note and not args.json:
-        print(f"note: {unpriced_note}")
+    for note in notes if not args.json else []:
+        print(f"note: {note}")
     if len(running) > upper and not args.json:
         # Eq. 15 plans no cluster this large: the parameter server saturates, outside the contention model.
         print(f"warning: the {len(running)} running workers are more than the {upper} the parameter server "
@@ -187,7 +188,7 @@ def cmd_spot_replan(args: argparse.Namespace) -> int:
 
 
 def cmd_spot_simulate(args: argparse.Namespace) -> int:
-    from stash_core.spot.inputs import on_demand_offers, parse_offers
+    from stash_core.spot.inputs import eq10_pairing_notes, on_demand_offers, parse_offers
     from stash_core.spot.simulate import DEFAULT_SEED, NoStartingPlan, read_trace, simulate, simulation_notes
 
     if args.trace is not None and (args.runs is not None or args.seed is not None):
@@ -213,7 +214,8 @@ def cmd_spot_simulate(args: argparse.Namespace) -> int:
             scenario |= {"rate_per_h": args.rate_per_h or 0.0, "runs": args.runs or 200,
                          "seed": DEFAULT_SEED if args.seed is None else args.seed}  # fmt: skip
         print(json_text({**scenario, "strategies": rows, "no_on_demand_price": unpriced,
-                         "no_spot_price": no_spot}, indent=2))  # fmt: skip
+                         "no_spot_price": no_spot, "notes": eq10_pairing_notes(doc, spot_offers)},
+                        indent=2))  # fmt: skip
         return 0
     source = f"trace {args.trace}" if trace is not None else f"{args.rate_per_h:g} revocations/h per instance"
     lines = [f"target loss {args.target_loss:g} by {args.deadline_s:.0f} s; {source}; "
@@ -228,7 +230,7 @@ def cmd_spot_simulate(args: argparse.Namespace) -> int:
                      f"{_seconds(row['mean_time_s']):>9}{_seconds(row['p90_time_s']):>9}"
                      f"{row['mean_cost_usd']:>9.2f}{row['mean_revocations']:>9.1f}")  # fmt: skip
     lines += simulation_notes(rows)
-    lines += [note for note in (no_spot_note, unpriced_note) if note]
+    lines += [note for note in (no_spot_note, unpriced_note) if note] + eq10_pairing_notes(doc, spot_offers)
     lines.append("simulated with the spotDNN model (no contention: planned with P = 0, trained with the true "
                  "contention); on-demand instances are never revoked")  # fmt: skip
     print("\n".join(lines))

@@ -138,7 +138,7 @@ def plan(db_path: Path | str, text: str, offers: tuple[tuple[str, int], ...], ta
             never_revoked = {**options, "revocation_s": 0.0}
             planned = plan_spot(path, quotas, target_loss, budget_s, on_demand=True, **never_revoked)
             on_demand = planned.plan
-            notes += planned.notes
+            notes += [note for note in planned.notes if note not in notes]  # eq. 10's is both plans' note
         except UsageError as exc:  # e.g. no on-demand price in the catalog: the spot plan still stands
             reason = str(exc)
     return SpotAnswer(spot=spot.plan, on_demand=on_demand, candidates=candidates_frame(spot.candidates),

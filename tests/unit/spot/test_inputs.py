@@ -168,3 +168,23 @@ def test_all_among_the_offers_is_refused_for_what_it_is():
 
     with pytest.raises(UsageError, match="'all' is not taken here: a spot plan needs each instance type"):
         parse_offers("g3.8xlarge:2,all")
+
+
+def test_every_spot_answer_says_a_compute_time_taken_at_eq_10s_batch_once(tmp_path, capsys):
+    """The page said it twice (its spot and on-demand plans each gave it); re-plans and simulations never."""
+    from stash_core.cli.main import main
+    from stash_core.views import spot
+
+    workload = json.loads((REPO / "examples" / "workload.json").read_text())
+    workload.pop("batch_per_gpu")
+    text = json.dumps({**workload, "a2": 200.0, "b2": -50.0})
+    path = tmp_path / "w10.json"
+    path.write_text(text)
+    db = tmp_path / "r.duckdb"
+    answer = spot.plan(db, text, (("g3.8xlarge", 5),), 0.8, 2600)
+    assert len([note for note in answer.notes if "eq. 10's batch" in note]) == 1
+    common = ["--workload", str(path), "--instances", "g3.8xlarge:5", "--target-loss", "0.8", "--db", str(db)]
+    assert main(["spot-replan", *common, "--running", "g3.8xlarge:2", "--current-loss", "1.5",
+                 "--budget-s", "2600"]) in (0, 1)  # fmt: skip
+    assert main(["spot-simulate", *common, "--deadline-s", "2600", "--rate-per-h", "0.5", "--runs", "5"]) == 0
+    assert capsys.readouterr().out.count("eq. 10's batch") == 2
