@@ -277,8 +277,9 @@ def simulation_labels(past: pd.DataFrame) -> dict[str, str]:
     for row in past.drop_duplicates("simulation_id").to_dict(orient="records"):
         created = pd.to_datetime(row["created_at"], utc=True).strftime("%Y-%m-%d %H:%M:%S")
         jobs, gpus = int(row["jobs"]), int(row["cluster_gpus"])
-        labels[row["simulation_id"]] = (f"{created} UTC · {row['trace']} · {jobs:,} jobs on {gpus:,} GPUs · "
-                                        f"{row['simulation_id']}")  # fmt: skip
+        # the jobs reported, as the page's heading counts them (a split tuning tunes on the others)
+        labels[row["simulation_id"]] = (f"{created} UTC · {row['trace']} · {jobs:,} jobs reported on "
+                                        f"{gpus:,} GPUs · {row['simulation_id']}")  # fmt: skip
     return labels
 
 

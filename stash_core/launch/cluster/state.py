@@ -46,10 +46,12 @@ def state_path(state_dir: Path) -> Path:
 class DamagedState(UsageError):
     """A state.json that is JSON but not a cluster's record (edited by hand, or another tool's)."""
 
-    def __init__(self, path: Path, why: str) -> None:
+    def __init__(self, path: Path, why: str, name: str | None = None) -> None:
         self.what = f"the emulated cluster's state file {path} is damaged ({why})"
-        super().__init__(f"{self.what}: `stash cluster down --state-dir {path.parent}` takes the cluster "
-                         "down from its names and leaves the file, to remove by hand")  # fmt: skip
+        self.name = name  # the cluster it records, where that much can be read
+        option = f" --name {name}" if name else " --name NAME"
+        super().__init__(f"{self.what}: `stash cluster down{option} --state-dir {path.parent}` takes the "
+                         "cluster down from its names and leaves the file, to remove by hand")  # fmt: skip
 
 
 # The fields every command reads from a node's record, with the types the setup writes (new_node).
@@ -69,8 +71,18 @@ def load_state(state_dir: Path) -> dict | None:
         return None
     why = _damage(state)
     if why:
-        raise DamagedState(path, why)
+        recorded = state.get("name") if isinstance(state, dict) else None
+        raise DamagedState(path, why, recorded if isinstance(recorded, str) and _named(recorded) else None)
     return state
+
+
+def _named(name: str) -> bool:
+    """Whether `name` is a cluster's name (check_name takes it)."""
+    try:
+        check_name(name)
+    except UsageError:
+        return False
+    return True
 
 
 def _damage(state: object) -> str | None:
@@ -116,8 +128,8 @@ def resolve(name: str | None, state_dir: Path | None) -> tuple[str, Path]:
     state_dir = Path(state_dir).absolute()  # as `up` recorded it (its ssh configs need absolute paths)
     try:
         recorded = (load_state(state_dir) or {}).get("name")
-    except DamagedState:
-        recorded = None  # the command itself says so where it reads the state; down takes it down by names
+    except DamagedState as damaged:  # the command says so where it reads the state; down goes by the names
+        recorded = damaged.name  # of the cluster it records, where its name can be read
     if name is not None and recorded is not None and name != recorded:
         raise UsageError(f"{state_dir} holds the emulated cluster {recorded}, not {name}")
     return name or recorded or name_of_state_dir(state_dir), state_dir

@@ -321,3 +321,15 @@ def test_a_damaged_state_file_is_one_line_and_down_still_takes_the_cluster_down(
     assert main(["cluster", "down", "--name", "dmg", "--state-dir", str(state_dir)]) == 0
     assert f"is damaged ({why}): taken down by the cluster's names" in capsys.readouterr().out
     assert (state_dir / "state.json").read_text() == text  # not ours to remove
+
+
+def test_a_damaged_state_still_names_its_cluster_where_it_can_be_read(tmp_path):
+    """The advice named no --name, and down without one took a folder not named after the cluster for the
+    default cluster's: the cluster recorded was never touched."""
+    state_dir = tmp_path / "state"
+    state_dir.mkdir(mode=0o700)
+    (state_dir / "state.json").write_text('{"name": "dmg", "nodes": [{"index": "0"}]}')
+    assert cluster_state.resolve(None, state_dir)[0] == "dmg"
+    advice = re.escape(f"`stash cluster down --name dmg --state-dir {state_dir}`")
+    with pytest.raises(cluster_state.DamagedState, match=advice):
+        cluster_state.load_state(state_dir)

@@ -129,7 +129,7 @@ def test_past_simulations_say_their_time_zone(tmp_path):
     sim = past.iloc[0]["simulation_id"]
     label = schedule.simulation_labels(past)[sim]
     assert label.startswith(table.iloc[0]["created (UTC)"] + " UTC · ") and label.endswith(f"GPUs · {sim}")
-    assert " · 8 jobs on " in label and table.iloc[0]["simulation"] == sim
+    assert " · 8 jobs reported on " in label and table.iloc[0]["simulation"] == sim
 
 
 def test_an_upload_too_large_for_the_page_is_refused_before_it_is_read(tmp_path):
