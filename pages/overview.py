@@ -147,10 +147,7 @@ def main() -> None:
     scale = [f"{w} × {n}" for w, n in zip(recent["workers_per_node"], recent["nodes"], strict=True)]
     # a run as the charts and `stash show` name it: the random tail of its id (the whole id ran to 4 lines)
     short = views.breakdown.listed_run_ids(list(recent["run_id"]))
-    # the mean with its 95% interval, as the newest run's line above gives it
-    iteration = [seconds_text(s, ci) for s, ci in zip(recent["iteration_s"], recent.pop("iteration_ci95_s"),
-                                                     strict=True)]  # fmt: skip
-    recent = recent.assign(workers_per_node=scale, run_id=short, iteration_s=iteration)
+    recent = recent.assign(workers_per_node=scale, run_id=short)
     marks = ("error", "time_of", "label", "figures")
     # the device and the epoch are on the run's own page: eleven columns did not fit a 1280 px window
     hidden = ["nodes", "device", "epoch_s"] + [column for column in marks if not recent[column].any()]
@@ -169,7 +166,10 @@ def main() -> None:
             "label": st.column_config.TextColumn("Label", help="contradicted: the machine does not fit the "
                                                  "instance label; the run's page says why"),
             "figures": st.column_config.TextColumn("Figures", help=FIGURES_HELP),
-            "iteration_s": st.column_config.TextColumn("Iteration", help="mean ± its 95% interval"),
+            # the mean and its 95% interval beside it, as numbers (they sort), as the line above gives them
+            "iteration_s": st.column_config.NumberColumn("Iteration (s)", format="%.4f"),
+            "iteration_ci95_s": st.column_config.NumberColumn("± (s)", format="%.4f",
+                                                              help="the iteration's 95% interval"),
             **({} if "error" in hidden else {"error": "Error"}),
             **({} if "time_of" in hidden else {"time_of": PARTIAL_TIMES}),
         },

@@ -58,8 +58,6 @@ def test_a_recent_runs_iteration_carries_its_interval(empty_db: Path) -> None:
     """The table read 0.2051 where the line above it read 205 ms ± 15.4 ms."""
     doc = result_doc()
     store.ingest_result(empty_db, doc)
-    from stash_core.units import seconds_short
-
-    expected = seconds_short(doc["breakdown"]["iteration_s"], doc["breakdown"]["iteration_ci95_s"])
-    shown = recent_table(empty_db).set_index("run_id").loc[short_run_id(doc["run_id"]), "iteration_s"]
-    assert shown == expected and " ± " in shown, shown
+    row = recent_table(empty_db).set_index("run_id").loc[short_run_id(doc["run_id"])]
+    assert row["iteration_ci95_s"] == doc["breakdown"]["iteration_ci95_s"] > 0
+    assert row["iteration_s"] == doc["breakdown"]["iteration_s"]  # a number still: the column sorts
