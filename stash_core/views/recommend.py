@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass
@@ -355,18 +356,28 @@ def _kind(reason: str) -> str:
     return "other reasons"
 
 
-# The commands a reason names, as this page's controls do the same: (pattern, words).
+# The commands a reason names, as this page's controls do the same: (pattern, words). A name is one shell
+# word, quoted by shell_word where it holds a space or a sign the shell reads ('my box').
+_WORD = r"('(?:[^']|'\\'')*'|[^\s`]+)"
 _ADVICE_WORDS = (
-    (re.compile(r"`stash instances set \S+ --interconnect LINK`"),
-     "set its interconnect in the catalog's Links columns below"),
-    (re.compile(r"`stash instances set \S+ --network-gbps GBPS`"),
-     "set its network_gbps in the catalog's Links columns below"),
-    (re.compile(r"`stash profile --model (\S+) --batch-size (\d+)(?: --input-shape (\S+))?"
-                r"(?: --workers (\d+))? --instance (\S+)`"),
-     lambda m: (f"the Run page with model {m[1]}, batch size {m[2]}"
+    (re.compile(rf"`stash instances set {_WORD} --interconnect LINK`"),
+     lambda m: "set its interconnect in the catalog's Links columns below"),
+    (re.compile(rf"`stash instances set {_WORD} --network-gbps GBPS`"),
+     lambda m: "set its network_gbps in the catalog's Links columns below"),
+    (re.compile(rf"`stash profile --model {_WORD} --batch-size (\d+)(?: --input-shape (\S+))?"
+                rf"(?: --workers (\d+))? --instance {_WORD}`"),
+     lambda m: (f"the Run page with model {_unquoted(m[1])}, batch size {m[2]}"
                 + (f", input shape {m[3]}" if m[3] else "") + (f", {m[4]} workers" if m[4] else "")
-                + f" and Instance label {m[5]}")),
+                + f" and Instance label {_unquoted(m[5])}")),
 )
+
+
+def _unquoted(word: str) -> str:
+    """A shell word as its text ('my box' -> my box)."""
+    try:
+        return " ".join(shlex.split(word))
+    except ValueError:
+        return word
 
 
 def advice_in_page_words(text: str) -> str:

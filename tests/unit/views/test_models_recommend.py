@@ -445,18 +445,22 @@ def test_each_note_names_the_ranks_that_carry_it():
                                                            "over TCP": "rank 3"}  # fmt: skip
 
 
+@pytest.mark.parametrize("name", ["x.large", "my box", "it's"])  # a name the shell needs quoted, too
 @pytest.mark.parametrize("reason", [
-    "1 x x.large: no GPU link (the catalog names none)",
-    "1 x x.large: no network bandwidth in the catalog; no GPU link",
+    "1 x NAME: no GPU link (the catalog names none)",
+    "1 x NAME: no network bandwidth in the catalog; no GPU link",
 ])  # fmt: skip
-def test_a_reasons_commands_are_said_as_the_pages_controls(reason: str) -> None:
+def test_a_reasons_commands_are_said_as_the_pages_controls(reason: str, name: str) -> None:
     """The Recommend page listed `stash instances set ...` and `stash profile ...` with their backticks."""
     from stash_core.decide.predict.collectives import NO_GPU_LINK, NO_NETWORK
     from stash_core.decide.recommend.advice import unpredicted_advice
 
     reason = reason.replace("no GPU link", NO_GPU_LINK).replace("no network bandwidth", NO_NETWORK)
+    reason = reason.replace("NAME", name)
     said = views.recommend.advice_in_page_words(
-        reason + unpredicted_advice(reason, "x.large", 2, 1, "resnet50", 64, (3, 224, 224))
+        reason + unpredicted_advice(reason, name, 2, 1, "resnet50", 64, (3, 224, 224))
     )
     assert "`" not in said and "stash " not in said, said
     assert "set its interconnect in the catalog's Links columns below" in said
+    if NO_NETWORK not in reason:  # a profile of the machine is the other way: its label as typed
+        assert said.endswith(f"2 workers and Instance label {name})"), said
