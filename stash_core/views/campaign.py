@@ -131,8 +131,9 @@ def batch_sizes(text: str) -> tuple[int, ...]:
     sizes = []
     for part in parts:
         value = int(part) if part.isascii() and part.isdigit() and len(part) <= 9 else None
-        problem = BATCH_SIZE.problem(value) if value is not None else (
-            f"must be a positive integer, got {part[:20]}")  # fmt: skip
+        # text quoted (an invisible character or a space inside it shown), a number as written
+        cut = f"{part[:20]!r}" + ("..." if len(part) > 20 else "")
+        problem = BATCH_SIZE.problem(value) if value is not None else f"must be a positive integer, got {cut}"
         if value is None and part.isascii() and part.isdigit():  # a positive integer, beyond the bound
             problem = f"must be at most {int(BATCH_SIZE.high):,}, got {part[:20]}{'...' * (len(part) > 20)}"
         if problem:

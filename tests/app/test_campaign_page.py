@@ -134,7 +134,7 @@ def test_no_spot_price_and_a_bad_batch_size_are_one_message_each(empty_db: Path,
     assert [shown(e.value) for e in app.error] == [said]
     app = _plan(app, batch="64,zero")
     assert not app.exception
-    assert [shown(e.value) for e in app.error] == ["batch sizes: each must be a positive integer, got zero"]
+    assert [shown(e.value) for e in app.error] == ["batch sizes: each must be a positive integer, got 'zero'"]
 
 
 def test_without_skypilot_the_launch_is_disabled_with_the_install_line(empty_db: Path, without_skypilot):
