@@ -72,7 +72,11 @@ def gpu_instances(db_path: Path | str) -> pd.DataFrame:
 
 
 def workload_text(data: bytes, name: str) -> str:
-    """An uploaded workload file's text; UsageError when it is not UTF-8 text or too large, named."""
+    """An uploaded workload file's text; UsageError when it is not a .json file of UTF-8 text, or too large,
+    named."""
+    suffix = Path(name).suffix.lower()
+    if suffix != ".json":  # as the Upload page refuses another type: the file named, and why
+        raise UsageError(f"{name}: unsupported file type {suffix or '(none)'}; a workload file is .json")
     if len(data) > MAX_WORKLOAD_BYTES:
         said = f"{name} is {len(data):,} bytes; at most {MAX_WORKLOAD_BYTES:,} are read"
         raise UsageError(f"{said} (a workload file is a few hundred bytes)")

@@ -98,3 +98,13 @@ def test_the_on_demand_plan_beside_a_spot_plan_with_a_revocation_overhead_is_mad
                   revocation_s=60.0)  # fmt: skip
     assert answer.spot is not None and answer.on_demand is not None, answer.on_demand_reason
     assert answer.on_demand.best.cost_usd > answer.spot.best.cost_usd
+
+
+def test_an_uploaded_workload_of_another_type_is_refused_by_name() -> None:
+    """A .csv read as "the workload is not valid JSON (line 1: ...)", naming neither the file nor its type."""
+    from stash_core.errors import UsageError
+    from stash_core.views.spot import workload_text
+
+    said = r"^losses\.csv: unsupported file type \.csv; a workload file is \.json$"
+    with pytest.raises(UsageError, match=said):
+        workload_text(b"iteration,loss\n1,2.0\n", "losses.csv")
