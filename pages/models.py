@@ -194,7 +194,7 @@ def best_fit_metrics(best: StallModel | None, shortfall: str) -> None:
             icon=":material/info:",
         )
         return
-    metrics = st.columns(4)
+    metrics = [*st.columns(2), *st.columns(2)]  # four in a row were cut at 800 px
     metrics[0].metric("Best model", best.name)
     metrics[1].metric("Leave-one-model-out error", pct(best.lomo_mape))
     metrics[2].metric("Leave-one-bandwidth-out error", pct(best.lobo_mape))
@@ -263,17 +263,19 @@ def main() -> None:
         )
         return
     stalls = views.models.fitted_stalls(report)
-    top = st.columns([1, 2, 1])
+    # the stall and the axis side by side, the configuration (a long label) under them: three in a row cut
+    # "Against" to "Gradient l" in an 800 px window
+    top = [*st.columns(2), st.container()]
     stall = top[0].radio("Stall", stalls, horizontal=True, key="models-stall", persist_state="session")
     labels = views.models.group_labels(report, stall)
-    chosen = top[1].selectbox("Configuration", labels, key="models-group", persist_state="session")
+    chosen = top[2].selectbox("Configuration", labels, key="models-group", persist_state="session")
     group = report.groups(stall)[labels.index(chosen)]
     for warning in views.models.group_label_warnings(report, stall, group):  # named by that label
         st.warning(plain(sentence(warning)), icon=":material/report:")
     if left_out := [line for line in report.left_out if f" the {stall} fit: " in line]:
         with st.expander(f"Runs left out of the {stall} fits ({len(left_out)})", icon=":material/block:"):
             st.markdown("\n".join(f"- {plain(line)}" for line in left_out))
-    feature = top[2].selectbox(
+    feature = top[1].selectbox(
         "Against", list(FEATURE_LABELS), format_func=FEATURE_LABELS.get, key="models-feature",
         persist_state="session"
     )
