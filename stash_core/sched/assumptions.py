@@ -7,6 +7,8 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
+from stash_core.sched.fabric import Fabric
+
 SOURCE_WORDS = {
     "trace": "from the trace's network_slowdown",
     "measured": "measured by Stash (multi-node profiles of their model)",
@@ -19,9 +21,8 @@ SOURCE_WORDS = {
 def links_line(fabric: dict[str, Any]) -> str:
     """The link model of a simulation document's `fabric`: links shared by bandwidth, or the multiplier."""
     if fabric.get("node_gbps") is not None:
-        node, uplink, reference = fabric["node_gbps"], fabric["uplink_gbps"], fabric["reference_gbps"]
-        return (f"links shared max-min fairly: node uplinks {node:g} Gbit/s, switch uplinks {uplink:g} "
-                f"Gbit/s, slowdowns read at {reference:g} Gbit/s")  # fmt: skip
+        links = Fabric(fabric["node_gbps"], fabric["uplink_gbps"], fabric["reference_gbps"])
+        return f"links shared max-min fairly: {links.label()}"
     factor = f"{float(fabric.get('uplink_factor', 0)):g}"
     return f"no link model: crossing more switches than needed multiplies the stall by {factor}"
 
