@@ -91,11 +91,11 @@ def add_commands(subparsers: Any, offers_text: Any) -> None:
 
 
 def _inputs(
-    args: argparse.Namespace, pricing: str, leave_unpriced: bool = False
+    args: argparse.Namespace, pricing: str
 ) -> tuple[Any, dict, list, float, float, list[str], str | None]:
     """(workload, its file, the offers, PS and PCIe bytes/s, the types left out, the note that says so): a
-    type without a price of `pricing` is refused, or with `leave_unpriced` left out as `stash spot` leaves
-    it (while another type has one)."""
+    type without a price of `pricing` is left out as `stash spot` leaves it, while another type has one;
+    where none has, the first one's refusal."""
     from stash_core.spot.inputs import (
         build_offers,
         load_workload,
@@ -109,10 +109,8 @@ def _inputs(
     except (ValueError, TypeError, RecursionError) as error:
         raise UsageError(f"workload file {args.workload}: {error}") from None
     offered = parse_offers(args.instances)
-    offers, unpriced, note = [], [], None
-    if leave_unpriced:
-        offers, unpriced, note = priced_offers(db_path(args), offered, doc, pricing)
-    if not offers:  # none priced, or every type asked to be: the first one's refusal
+    offers, unpriced, note = priced_offers(db_path(args), offered, doc, pricing)
+    if not offers:  # none priced: the first one's refusal
         offers, unpriced, note = build_offers(db_path(args), offered, doc, pricing), [], None
     links = ps_bandwidth_Bps(args.ps_gbps, doc), args.pcie_gbps * 1e9 / 8
     return workload, doc, offers, *links, unpriced, note
@@ -126,7 +124,7 @@ def cmd_spot_replan(args: argparse.Namespace) -> int:
 
     pricing = "on_demand" if args.on_demand else "spot"
     # a type offered without a price of the plan's kind is left out with a note, as `stash spot` leaves it
-    workload, doc, offers, ps, pcie, unpriced, unpriced_note = _inputs(args, pricing, leave_unpriced=True)
+    workload, doc, offers, ps, pcie, unpriced, unpriced_note = _inputs(args, pricing)
     notes = ([unpriced_note] if unpriced_note else []) + eq10_pairing_notes(doc, offers)
     by_name = {offer.worker.instance: offer for offer in offers}
     running = []
@@ -194,7 +192,7 @@ def cmd_spot_simulate(args: argparse.Namespace) -> int:
     if args.trace is not None and (args.runs is not None or args.seed is not None):
         raise UsageError("--runs and --seed apply to --rate-per-h: a --trace is replayed once, as it is")
     trace = read_trace(args.trace) if args.trace is not None else None
-    workload, doc, spot_offers, ps, pcie, no_spot, no_spot_note = _inputs(args, "spot", leave_unpriced=True)
+    workload, doc, spot_offers, ps, pcie, no_spot, no_spot_note = _inputs(args, "spot")
     on_demand, unpriced, unpriced_note = on_demand_offers(db_path(args), parse_offers(args.instances), doc)
     try:
         rows = simulate(spot_offers, on_demand, workload, args.target_loss, args.deadline_s, ps, pcie,
