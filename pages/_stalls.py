@@ -54,6 +54,7 @@ def breakdown_chart(long_frame: pd.DataFrame, measure: str) -> alt.LayerChart:
     return stall_bars(long_frame, "run_label", "Run", title, unit, number_format, nice=measure != "share")
 
 
+BAR_PX = 20  # a bar's height; its name is written in the 22 px above it
 ERROR_REACH = 1.5  # how far past the bars (their longest, their most negative) an interval is drawn
 
 
@@ -69,7 +70,9 @@ def stall_bars(
     """Stacked bars from a long frame with bar_start, bar_end, value, stall_label, status, resolved, note;
     one bar per `row_field`; error bars where the frame has error_low and error_high."""
     order = list(dict.fromkeys(long_frame[row_field]))
-    y = alt.Y(f"{row_field}:N", sort=order, title=None, axis=alt.Axis(labelLimit=360))
+    # Each bar's name is written above it, not beside it: names beside the bars took half of an 800 px page
+    # column, and the legend, laid over the bars' width, was cut ("Inter…", "Disk…").
+    y = alt.Y(f"{row_field}:N", sort=order, title=None, axis=None)
     # the domain holds every bar and every error bar's end (a rule's own extent was left off the scale), an
     # interval reaching past half the bars' length again cut at the edge: one run's ± 190% squeezed every
     # bar of the Overview into a third of its width
@@ -99,7 +102,7 @@ def stall_bars(
     base = alt.Chart(long_frame)
     named = (
         base.transform_filter(f"datum.stall !== '{REMAINDER}' && datum.value >= 0")
-        .mark_bar(height={"band": 0.7})
+        .mark_bar(height=BAR_PX)
         .encode(
             x=x,
             x2=alt.X2("bar_end"),
@@ -113,10 +116,16 @@ def stall_bars(
     # with a dashed outline, so the stall it runs back over still shows
     remainder = (
         base.transform_filter(f"datum.stall === '{REMAINDER}' || datum.value < 0")
-        .mark_bar(height={"band": 0.7}, fillOpacity=0.55, stroke="#333", strokeDash=[4, 3], strokeWidth=1)
+        .mark_bar(height=BAR_PX, fillOpacity=0.55, stroke="#333", strokeDash=[4, 3], strokeWidth=1)
         .encode(x=x, x2=alt.X2("bar_end"), y=y, color=color, tooltip=tooltip)
     )
-    layers = [named, remainder]
+    names = (
+        alt.Chart(pd.DataFrame({row_field: order}))
+        .mark_text(align="left", baseline="bottom", dy=-BAR_PX / 2 - 1, fontSize=11, color="#31333f")
+        .encode(x=alt.value(0), y=y, text=f"{row_field}:N",
+                tooltip=alt.Tooltip(f"{row_field}:N", title=row_title))
+    )
+    layers = [named, remainder, names]
     if {"error_low", "error_high"} <= set(long_frame.columns):
         layers.append(
             base.transform_filter("isValid(datum.error_low)")
@@ -135,8 +144,9 @@ def stall_bars(
                       if "ci95" in marks else []),
                 ])
             )  # fmt: skip
-    # A fixed pixel height is not honoured by Streamlit for charts with a top legend; a step per bar is.
-    return alt.layer(*layers).properties(height=alt.Step(30))
+    # A fixed pixel height is not honoured by Streamlit for charts with a top legend; a step per bar is:
+    # the bar, and its name above it.
+    return alt.layer(*layers).properties(height=alt.Step(BAR_PX + 22))
 
 
 TABLE_CAPTION = (

@@ -168,7 +168,7 @@ def run_detail(run: dict | None) -> None:
             icon=":material/error:",
         )
     stalls = [s for s in run.get("stalls", []) if s.get("seconds") is not None]
-    cols = st.columns(4)
+    cols = [*st.columns(2), *st.columns(2)]  # four in a row cut the figures ("205 …", "Com…") at 800 px
     ci_s = run.get("iteration_ci95_s")
     cols[0].metric(
         "Iteration",

@@ -48,6 +48,17 @@ def test_the_stall_legend_is_laid_in_rows_short_enough_for_a_page_column() -> No
     assert all(legend.get("columns") and legend["columns"] <= 3 for legend in found)
 
 
+def test_each_bar_is_named_above_it_so_the_bars_and_the_legend_have_the_page_columns_width() -> None:
+    frame = views.breakdown.stall_long_frame(pd.DataFrame([RESOLVED, NOISY]), "seconds")
+    layers = _stalls.breakdown_chart(frame, "seconds").to_dict()["layer"]
+    # names beside the bars took half of an 800 px column, and the legend over the bars was cut ("Inter…")
+    y_axes = [layer["encoding"]["y"].get("axis", "shown") for layer in layers if "y" in layer["encoding"]]
+    assert y_axes and all(axis is None for axis in y_axes)
+    names = [layer for layer in layers if layer["mark"]["type"] == "text"]
+    assert len(names) == 1 and names[0]["encoding"]["text"]["field"] == "run_label"
+    assert names[0]["mark"]["baseline"] == "bottom" and names[0]["mark"]["dy"] < 0  # above the bar, not on it
+
+
 def test_the_compare_legend_puts_one_source_a_row_in_its_half_width_chart() -> None:
     frame = pd.DataFrame(
         {
