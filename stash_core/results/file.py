@@ -350,6 +350,10 @@ def _validate_breakdown(breakdown: Any) -> None:
         raise UsageError("result file: breakdown.warnings must be a list")
 
 
+RUN_DEVICES = ("cpu", "cuda")  # a run's device and backend as a profile resolves them ("auto" is not one)
+RUN_BACKENDS = ("gloo", "nccl")
+
+
 def _check_choice(what: str, value: Any, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
         raise UsageError(f"result file: {what} is {value!r}; expected one of {', '.join(allowed)}")
@@ -374,7 +378,11 @@ def _check_identifiers(doc: dict) -> None:
         for key in keys if isinstance(values, dict) else ():
             if values.get(key) is not None:
                 check_identifier(f"{section}.{key}", values[key])
-    instance = (doc.get("spec") or {}).get("instance") if isinstance(doc.get("spec"), dict) else None
+    spec = doc.get("spec") if isinstance(doc.get("spec"), dict) else {}
+    for key, allowed in (("device", RUN_DEVICES), ("backend", RUN_BACKENDS)):  # what a run ran on and with
+        if spec.get(key) is not None:
+            _check_choice(f"spec.{key}", spec[key], allowed)
+    instance = spec.get("instance")
     problem = instance_name_problem(instance) if isinstance(instance, str) else None
     if problem:  # as `stash profile --instance` refuses it: no --instances could name it
         raise UsageError(f"result file: spec.instance {instance[:80]!r} {problem}")

@@ -12,6 +12,7 @@ from stash_core.results.values import check_identifier, check_timestamp
 
 # The names of a probe set that are stored and shown; scope is each p2p entry's.
 PROBE_NAMES = ("probe_id", "run_id", "phase", "hostname", "instance", "backend", "device")
+PROBE_DEVICES, PROBE_BACKENDS = ("cpu", "cuda"), ("gloo", "nccl")  # torch.device.type, the process group's
 PROBE_COUNTS = ("world_size", "nodes", "workers_per_node")  # a probe ran on at least one of each
 MEASURE_COUNTS = ("size_bytes", "repetitions")
 MEASURE_FIGURES = ("time_s", "time_min_s", "algbw_gbps", "busbw_gbps")  # seconds and rates: not negative
@@ -24,6 +25,10 @@ def check_probe_set(probe: dict[str, Any], document: str, where: str = "") -> No
         if probe.get(key) is not None:
             check_identifier(f"{where}{key}", probe[key], document)
             _check_no_padding(f"{where}{key}", probe[key], document)
+    for key, allowed in (("device", PROBE_DEVICES), ("backend", PROBE_BACKENDS)):
+        if probe.get(key) is not None and probe[key] not in allowed:
+            expected = ", ".join(allowed)
+            raise UsageError(f"{document}: {where}{key} is {probe[key]!r:.40}; expected one of {expected}")
     check_timestamp(f"{where}started_at", probe.get("started_at"), False, document)
     for key in PROBE_COUNTS:
         _check_whole(f"{where}{key}", probe.get(key), 1, document)

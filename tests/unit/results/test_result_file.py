@@ -270,6 +270,8 @@ def test_load_document_reads_results_and_probes(tmp_path: Path) -> None:
         ({"started_at": "soon"}, "started_at is not an ISO 8601 time"),
         ({"probe_id": "p\x1b[2J"}, "probe_id holds the control character U\\+001B"),
         ({"probe_id": " p1"}, "probe_id ' p1' is empty or starts or ends with a space"),
+        ({"device": "tpu"}, "probe: device is 'tpu'; expected one of cpu, cuda"),
+        ({"backend": "mpi"}, "probe: backend is 'mpi'; expected one of gloo, nccl"),
         ({"hostname": "vm\x1b[2J"}, "hostname holds the control character U\\+001B"),
         ({"hostname": 5}, "hostname must be text"),
         ({"world_size": 0}, "world_size is 0; expected a whole number from 1"),
