@@ -105,7 +105,9 @@ def query_result() -> None:
         st.caption(
             f"{len(frame):,} row{'s' if len(frame) != 1 else ''}{more} in {result.elapsed_s * 1000:.0f} ms"
         )
-        show_table(frame, labels=False, fit=False)  # the query's own names and widths
+        shown, as_digits = views.sql.digits_as_text(frame)
+        right = {name: st.column_config.TextColumn(alignment="right") for name in as_digits}
+        show_table(shown, labels=False, fit=False, column_config=right)  # the query's own names and widths
         if not frame.empty:
             download_buttons(frame, "query_result", "sql-result")
 

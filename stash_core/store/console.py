@@ -226,13 +226,15 @@ def _raise_for(answer: dict[str, Any], timeout_s: float, memory_bytes: int, max_
 
 
 def _read_frame(path: Path) -> pd.DataFrame:
-    """The worker's result (it turned every column that pandas has no type for into text)."""
+    """The worker's result (it turned every column that pandas has no type for into text); a whole-number
+    column with a NULL keeps Python ints (as float64 a BIGINT past 2^53 came back rounded, 2^53 + 1 as
+    9007199254740992)."""
     import pyarrow as pa
 
     with pa.memory_map(str(path)) as source:
         table = pa.ipc.open_file(source).read_all()
     try:
-        return table.to_pandas()
+        return table.to_pandas(integer_object_nulls=True)
     except (pa.ArrowException, ValueError, OverflowError) as exc:
         raise UsageError(f"query failed: its result cannot be shown ({first_line(exc)})") from None
 

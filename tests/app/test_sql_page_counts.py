@@ -73,3 +73,17 @@ def test_a_result_is_of_the_database_the_sidebar_names(empty_db: Path, tmp_path:
     assert not app.exception
     counts = [frame.value for frame in app.dataframe if "runs" in frame.value.columns]
     assert counts and int(counts[-1]["runs"].iloc[0]) == 3, counts
+
+
+def test_a_number_past_what_a_browser_holds_is_shown_as_its_digits(empty_db: Path) -> None:
+    app = sql_page()
+    app.text_area(key="sql-text").set_value(
+        "SELECT 9007199254740993::BIGINT AS big, 5 AS small UNION ALL SELECT NULL, 6"
+    )
+    [form_button] = [button for button in app.button if button.label == "Run query"]
+    form_button.click().run()
+    assert not app.exception, [e.value for e in app.exception]
+    [table] = app.dataframe
+    big = table.value["big"]
+    assert big.iloc[0] == "9007199254740993" and big.isna().iloc[1]  # not 9007199254740992, nor greyed
+    assert table.value["small"].tolist() == [5, 6]

@@ -192,6 +192,17 @@ def test_values_arrow_would_lose_come_back_as_duckdb_writes_them(db: Path) -> No
     assert frame['a"b.c'].dtype.kind == "i"
 
 
+def test_whole_numbers_beside_a_null_keep_every_digit(db: Path) -> None:
+    # A whole-number column with a NULL came back as float64: 2^53 + 1 read 9007199254740992, a UBIGINT
+    # 12345678901234567890 read 1.2345678901234567e+19.
+    sql = ("SELECT 9007199254740993::BIGINT AS b, 12345678901234567890::UBIGINT AS u, 5 AS small "
+           "UNION ALL SELECT NULL, NULL, NULL")  # fmt: skip
+    frame = run_readonly_query(db, sql).frame
+    first = [frame["b"].iloc[0], frame["u"].iloc[0], frame["small"].iloc[0]]
+    assert [str(value) for value in first] == ["9007199254740993", "12345678901234567890", "5"]  # not 9.0e15
+    assert frame.iloc[1].isna().all()
+
+
 def test_times_with_fractions_of_a_second_keep_them_and_whole_seconds_stay_times(db: Path) -> None:
     # A table cell shows a time or timestamp to the second: 12:00:00.123456 read 12:00:00.
     sql = ("SELECT TIMESTAMP '2024-01-01 12:00:00.123456' AS ts, TIME '01:02:03.5' AS t, "
