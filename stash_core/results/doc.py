@@ -21,8 +21,9 @@ _KEYS = """
         stash_version | | producing Stash version
         spec | yes | run configuration: `model`, `batch_size`, `workers_per_node`, `nodes`, `stalls`,
             `dataset`, `dataset_images`, `synthetic_images`, `loader_workers`, `iterations`, `device` (cpu
-            or cuda), `backend` (gloo or nccl), `instance`, `threads_per_worker`, `disk_read_mbps`, `input_shape`, `num_classes`,
-            `hosts`; the first four always present (a script's `batch_size` may be null)
+            or cuda; auto in a run that failed before it was chosen), `backend` (gloo or nccl), `instance`,
+            `threads_per_worker`, `disk_read_mbps`, `input_shape`, `num_classes`, `hosts`; the first four
+            always present (a script's `batch_size` may be null)
         model | | `name`, `kind`, `param_count`, `grad_tensor_count`, `layer_count`, `grad_bytes` (may be
             null for an early failure)
         fingerprint | | hardware/software fingerprint: `hostname`, `instance`, `cpu_model`,
@@ -92,9 +93,10 @@ catalog's hourly price the plan used), `price_date`, `price_region` (the region 
 catalog says) and `cluster` (the SkyPilot cluster it ran on).
 
 Each probe set: `probe_id`, `run_id`, `phase`, `instance`, `link_gbps`, `started_at`, `hostname`, `backend`
-(gloo or nccl), `device` (cpu or cuda), `world_size`, `nodes`, `workers_per_node`, `allreduce` (list of `size_bytes`, `repetitions`,
-`time_s`, `time_min_s`, `algbw_gbps`, `busbw_gbps`), `skipped_sizes_bytes` (sizes left out because one call
-would have taken longer than a third of the communication timeout), `gradient_allreduce` (same fields plus
+(gloo or nccl), `device` (cpu or cuda), `world_size`, `nodes`, `workers_per_node`, `allreduce` (list of
+`size_bytes`, `repetitions`, `time_s`, `time_min_s`, `algbw_gbps`, `busbw_gbps`), `skipped_sizes_bytes`
+(sizes left out because one call would have taken longer than a third of the communication timeout),
+`gradient_allreduce` (same fields plus
 `buckets`, or null), `p2p` (list with `scope`, `peer_rank` and the same fields), `skipped_p2p` (list of
 `scope` and `size_bytes`: point-to-point messages left out by the same rule, their time predicted from a
 ping-pong of 4 KiB). `stash probe --out FILE`

@@ -350,8 +350,9 @@ def _validate_breakdown(breakdown: Any) -> None:
         raise UsageError("result file: breakdown.warnings must be a list")
 
 
-RUN_DEVICES = ("cpu", "cuda")  # a run's device and backend as a profile resolves them ("auto" is not one)
-RUN_BACKENDS = ("gloo", "nccl")
+# a run's device and backend as a profile resolves them; a run that failed before (its hosts refused) keeps
+# the device asked for, "auto"
+RUN_DEVICES, RUN_BACKENDS = ("auto", "cpu", "cuda"), ("gloo", "nccl")
 
 
 def _check_choice(what: str, value: Any, allowed: tuple[str, ...]) -> None:

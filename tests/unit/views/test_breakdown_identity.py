@@ -160,7 +160,7 @@ def test_pages_say_not_resolved_instead_of_zero_plus_minus() -> None:
     frame = pd.DataFrame([view_row(noisy_result_doc(seed), True) for seed in range(20)])
     for measure in MEASURES:
         spec = _stalls.breakdown_chart(views.breakdown.stall_long_frame(frame, measure), measure).to_dict()
-        assert len(spec["layer"]) == 3
+        assert len(spec["layer"]) == 4  # the stalls, the remainder, the bars' names and the intervals
 
 
 def test_a_stall_stored_without_a_valid_figure_is_no_bar_and_the_bars_agree_with_the_table() -> None:
