@@ -279,6 +279,7 @@ def check_database_path(path: Path | str) -> None:
     if path.is_dir():
         raise UsageError(f"database {path} is a directory, not a DuckDB file")
     if path.exists():
+        check_database_file(path)  # a FIFO or a device first: reading one blocked the command for good
         try:
             with path.open("rb") as handle:
                 head = handle.read(16)

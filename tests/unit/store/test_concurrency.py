@@ -195,6 +195,23 @@ def test_a_directory_is_not_a_database(tmp_path) -> None:
     connection.check_database_path(tmp_path / "new" / "r.duckdb")  # creatable
 
 
+def test_a_pipe_given_as_the_database_is_refused_without_being_read(tmp_path) -> None:
+    """`stash profile --db FIFO` and `stash probe --db FIFO` waited for good on its first 16 bytes."""
+    os.mkfifo(tmp_path / "fifo")
+    outcome: list[str] = []
+
+    def check() -> None:
+        try:
+            connection.check_database_path(tmp_path / "fifo")
+        except UsageError as error:
+            outcome.append(str(error))
+
+    worker = threading.Thread(target=check, daemon=True)
+    worker.start()
+    worker.join(timeout=10)
+    assert outcome == [f"database {tmp_path / 'fifo'} is a FIFO (named pipe), not a DuckDB file"]
+
+
 def test_a_pipe_named_as_the_writer_s_side_file_blocks_no_reader_or_writer(tmp_path, result_doc) -> None:
     """A FIFO named <db>.writer-waiting made `stash runs` hang without a word."""
     db = tmp_path / "r.duckdb"
