@@ -257,17 +257,17 @@ DATA_FOLDERS = {"dataset": False, "data_dir": True}  # dest -> whether its outpu
 
 def _data_folders(args: argparse.Namespace) -> Iterator[tuple[str, str, bool, bool]]:
     """(the flag and value said, its real path, whether an output at its top is read, whether the database
-    at its top is) of each folder read as data: those given, and the generated data sets' folder where
-    --synthetic-images makes one (only its sets are read: the database's results/ beside them is not)."""
+    at its top is) of each folder read as data: those given, and the generated data sets' folder, whatever
+    the command (a later --synthetic-images profile reads its sets; the database's results/ beside them is
+    not read)."""
     for dest, whole in DATA_FOLDERS.items():
         for value in _values(getattr(args, dest, None)):
             yield f"--{dest.replace('_', '-')} {value}", os.path.realpath(value), whole, True
-    if getattr(args, "synthetic_images", None):
-        try:
-            root = dataset_cache_root()
-        except UsageError:  # no home folder: said where the set is made
-            return
-        yield f"--synthetic-images (generated in {root})", os.path.realpath(root), False, False
+    try:
+        root = dataset_cache_root()
+    except UsageError:  # no home folder: no set is made, and --synthetic-images says why
+        return
+    yield f"the folder of generated data sets ({root})", os.path.realpath(root), False, False
 
 
 def refuse_writes_into_data(

@@ -100,7 +100,14 @@ REFUSED = [
     ("db-inside-the-generated-data-sets", ["profile", "--model", "resnet10", "--batch-size", "4",
                                            "--synthetic-images", "64", "--db",
                                            "{tmp}/cache/datasets/synthetic-64/x.duckdb"],
-     "is inside --synthetic-images (generated in "),
+     "is inside the folder of generated data sets ("),
+    # the same without making a set: the set a later profile makes or reuses there broke likewise
+    ("db-inside-a-generated-set-not-read-here", ["profile", "--model", "resnet10", "--batch-size", "4",
+                                                 "--db", "{tmp}/cache/datasets/synthetic-64/x.duckdb"],
+     "is inside the folder of generated data sets ("),
+    ("export-inside-a-generated-set", ["export", "--format", "csv", "--db", "{tmp}/p.duckdb", "--out",
+                                       "{tmp}/cache/datasets/synthetic-64/x"],
+     "/cache/datasets/synthetic-64/x is inside the folder of generated data sets"),
     ("dataset-class-without-images", [*PROFILE, "--dataset", "{tmp}/ds_empty_class"],
      "class folder 'results' holds no image files"),
     # options that would be stored and never used
