@@ -99,6 +99,15 @@ def _quiet_at_exit(*streams) -> None:
     os.close(devnull)
 
 
+def _out_of_memory(error: Exception) -> bool:
+    """An allocation that failed: MemoryError, or torch's "DefaultCPUAllocator: can't allocate memory" and
+    "CUDA out of memory" (torch.OutOfMemoryError is a RuntimeError)."""
+    text = str(error).lower()
+    return isinstance(error, MemoryError) or (
+        isinstance(error, RuntimeError) and ("can't allocate memory" in text or "out of memory" in text)
+    )
+
+
 def _failed(error: Exception, json_errors: bool = False) -> int:
     """The exit status of a command that failed with `error`, its one line said (a bug's traceback raised)."""
     if isinstance(error, BrokenPipeError):  # the reader of the output has gone (`| head`): nothing to say,
@@ -112,6 +121,8 @@ def _failed(error: Exception, json_errors: bool = False) -> int:
     elif isinstance(error, OSError):  # the machine's, not the input's: a full disk, a vanished folder
         where = f": {error.filename}" if error.filename else ""
         line, status = f"{error.strerror or first_line(error)}{where}", 1
+    elif _out_of_memory(error):  # the machine's, not a bug: torch's allocators raise a RuntimeError
+        line, status = f"out of memory: {first_line(error)}", 1
     elif is_database_corruption(error):
         # a damaged block read after the open-time checks passed: before the write failures, as DuckDB 1.x
         # raises it as an IOException

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import operator
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import psutil
 import torch
@@ -25,7 +25,7 @@ from stash_core.zoo.probe import (
     mistyped_inputs,
     probe_input,
 )
-from stash_core.zoo.registry import ZOO, ZooEntry
+from stash_core.zoo.registry import ZOO
 from stash_core.zoo.user import call_user_factory, one_line
 from stash_core.zoo_names import close_zoo_names, refuse_other_input, refuse_script_name
 
@@ -153,6 +153,8 @@ def _build_zoo(
                 f"{name} needs images of at least {side}x{side} pixels; got input shape {format_shape(shape)}"
             )
         classes = num_classes or DEFAULT_IMAGE_CLASSES
+        # a 10,000,000-class head is 20 GB of weights: refused, not an allocator's traceback
+        check_fits_machine(name, lambda: entry.factory(num_classes=classes, in_channels=shape[0]))
         model = entry.factory(num_classes=classes, in_channels=shape[0])
     else:
         shape = shape or (entry.default_seq_len or DEFAULT_SEQ_LEN,)
@@ -166,26 +168,31 @@ def _build_zoo(
                     "it takes no number of classes"
                 )
             classes = entry.vocab_size
-            check_fits_machine(name, entry)
         else:
             classes = num_classes or DEFAULT_TOKEN_CLASSES
+        check_fits_machine(name, lambda: entry.factory(num_classes=classes))
         model = entry.factory(num_classes=classes)
     return model, describe(model, name, entry.kind, shape, classes, entry.vocab_size)
 
 
-def check_fits_machine(name: str, entry: ZooEntry) -> None:
-    """UsageError when the model's FP32 weights alone would not fit this machine's free memory (unless it is
+def check_fits_machine(name: str, make: Callable[[], nn.Module]) -> None:
+    """UsageError when what training the model `make` builds holds at the least, its FP32 weights, their
+    gradients and SGD's momentum (zoo/batches.py), would not fit this machine's free memory (unless it is
     built on the meta device, which allocates nothing): a 7B model is refused, not swapped to death."""
     if torch.empty(0).is_meta:
         return
     with torch.device("meta"), compiler_unimported():  # (meta embeddings initialise through a guard)
-        weights_bytes = 4 * sum(param.numel() for param in entry.factory().parameters())
+        weights_bytes = 4 * sum(param.numel() for param in make().parameters())
     available_bytes = psutil.virtual_memory().available
-    if weights_bytes > available_bytes:
+    if (needed_bytes := TRAINING_COPIES * weights_bytes) > available_bytes:
         raise UsageError(
-            f"{name} needs {weights_bytes / 1e9:.1f} GB for its FP32 weights alone and this machine has "
+            f"{name} needs {needed_bytes / 1e9:.1f} GB to train (its {weights_bytes / 1e9:.1f} GB of FP32 "
+            "weights, their gradients and the optimizer's momentum) and this machine has "
             f"{available_bytes / 1e9:.1f} GB free; `stash predict` and `stash recommend` need no weights"
         )
+
+
+TRAINING_COPIES = 3  # weights, gradients, momentum: what every training step keeps, before activations
 
 
 def _build_user(

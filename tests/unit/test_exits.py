@@ -121,3 +121,27 @@ def test_an_error_that_echoes_a_huge_argument_is_cut_to_a_line_a_terminal_can_sh
     err = capsys.readouterr().err
     assert len(err) < MAX_ERROR_CHARS + 100 and err.rstrip().endswith("more characters)")
     assert len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("error", [
+    RuntimeError("[enforce fail at alloc_cpu.cpp:117] data. DefaultCPUAllocator: can't allocate memory: you "
+                 "tried to allocate 20480000000 bytes. Error code 12 (Cannot allocate memory)"),
+    MemoryError(),
+])  # fmt: skip
+def test_an_allocation_that_fails_is_one_line_not_a_traceback(capsys, error):
+    """A model larger than the machine's memory ended in torch's allocator traceback."""
+
+    def allocates() -> int:
+        raise error
+
+    assert run_command(allocates) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("stash: out of memory") and err.count("\n") == 1
+
+
+def test_another_runtime_error_is_still_a_bug_with_its_traceback():
+    def fails() -> int:
+        raise RuntimeError("expected a tensor of rank 4")
+
+    with pytest.raises(RuntimeError, match="rank 4"):
+        run_command(fails)

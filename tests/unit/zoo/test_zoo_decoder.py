@@ -146,5 +146,10 @@ def test_a_model_too_big_for_the_machine_is_refused_unless_on_meta(monkeypatch):
     with pytest.raises(UsageError) as excinfo:
         build_model("llama2_7b", input_shape=(16,))
     message = str(excinfo.value)
-    assert "27.0 GB for its FP32 weights" in message and "2.0 GB free" in message and "\n" not in message
+    assert "80.9 GB to train (its 27.0 GB of FP32 weights" in message and "2.0 GB free" in message
+    assert "\n" not in message
     assert describe_model("llama2_7b").param_count == PUBLISHED_PARAMS["llama2_7b"]  # meta: no weights
+    # an image model's head as large as it is asked for: 10,000,000 classes were an allocator's traceback
+    with pytest.raises(UsageError, match=r"resnet10 needs 61\.6 GB to train \(its 20\.5 GB of FP32"):
+        build_model("resnet10", num_classes=10_000_000, input_shape=(3, 32, 32))
+    assert build_model("resnet10", num_classes=10, input_shape=(3, 32, 32))[1].num_classes == 10
