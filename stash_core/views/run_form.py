@@ -31,6 +31,7 @@ FIELD_MESSAGES = {
     "workers_per_node": "Workers must be a whole number of at least 1",
     "nodes": "Nodes must be a whole number of at least 1",
     "nodes/machines": "Nodes > 1 needs remote hosts or the emulated cluster",
+    "nodes/cluster": "The emulated cluster needs Nodes 2 or more (one node alone is this machine)",
     "stalls/empty": "Stalls: pick at least one stall to measure",
     "stalls/unknown": "Stalls: unknown {value}",
     "synthetic_images": "Synthetic images must be a whole number of at least 1",

@@ -219,6 +219,8 @@ CASES: list[tuple[str, list[str], str]] = [
     ("workers-beyond-cores-auto", [*PROFILE, "--workers", "64", "--device", "auto"], "--workers 64"),
     ("nodes-zero", [*PROFILE, "--nodes", "0"], "--nodes"),
     ("nodes-without-hosts", [*PROFILE, "--nodes", "2"], "say which machines"),
+    # one node of the emulated cluster was profiled and shown as a run on the cluster ("± 378.7%")
+    ("cluster-of-one-node", [*PROFILE, "--cluster", "emulated"], "--cluster emulated takes --nodes 2"),
     ("stalls-unknown", [*PROFILE, "--stalls", "gpu"], "unknown stall gpu"),
     ("stalls-empty", [*PROFILE, "--stalls", ","], "--stalls"),
     ("synthetic-zero", [*PROFILE, "--synthetic-images", "0"], "--synthetic-images"),

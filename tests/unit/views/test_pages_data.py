@@ -281,7 +281,7 @@ def test_the_run_form_becomes_profile_arguments(tmp_path: Path) -> None:
         ({"nodes": 2}, "Nodes > 1 needs remote hosts"),
         ({"where": "hosts", "hosts": ""}, "Remote hosts: give at least one"),
         ({"where": "hosts", "hosts": "a;touch /tmp/x"}, "is not a host name"),
-        ({"where": "cluster"}, "no --cluster option"),
+        ({"where": "cluster", "nodes": 2}, "no --cluster option"),
     ],
 )
 def test_the_run_form_names_the_field_that_is_wrong(changes: dict, message: str) -> None:

@@ -128,6 +128,7 @@ def test_the_forms_numbers_are_bounded_by_the_spec() -> None:
         ({"batch_size": 2000000}, "Batch size: must be at most 1,048,576"),
         ({"model": "net.py:not-a-name"}, "Model: no file"),
         ({"where": "moon"}, "unknown place to run 'moon'"),
+        ({"where": "cluster", "nodes": 1}, r"The emulated cluster needs Nodes 2 or more"),
         ({"where": "hosts", "hosts": "gpu-a", "nodes": 2}, r"Remote hosts: 1 host\(s\) for 2 node\(s\)"),
         ({"where": "hosts", "hosts": "a", "ssh_user": "root;id"}, "SSH user: 'root;id' is not a user name"),
         ({"where": "hosts", "hosts": "a", "ssh_key": "/no/such/key"}, "SSH key: no file /no/such/key"),
