@@ -47,8 +47,9 @@ def format_cluster_status(status: dict) -> str:
     other_text = f"\nother emulated clusters here: {', '.join(others)}" if others else ""
     if not status["nodes"]:
         extra = status.get("unrecorded_namespaces")
+        where = f" (no state in {status['state_dir']})" if status.get("state_dir") else ""
         return (
-            f"no emulated cluster {name}"
+            f"no emulated cluster {name}{where}"
             + (f" (stray namespaces: {', '.join(extra)})" if extra else "")
             + other_text
         )

@@ -129,3 +129,9 @@ def test_cluster_set_of_several_nodes_without_netem_warns_once(monkeypatch, caps
     captured = capsys.readouterr()
     assert captured.out.count("node ") == 2
     assert captured.err.count("warning: no netem qdisc") == 1
+
+
+def test_no_cluster_says_the_state_folder_it_looked_in() -> None:
+    """`cluster status --state-dir DIR` said "no emulated cluster default", not where it had looked."""
+    empty = {"name": "default", "up": False, "nodes": [], "state_dir": "/tmp/elsewhere"}
+    assert format_cluster_status(empty) == "no emulated cluster default (no state in /tmp/elsewhere)"
