@@ -29,7 +29,7 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
 
 
 def cmd_whatif(args: argparse.Namespace) -> int:
-    from stash_core.decide.whatif import format_whatif, whatif
+    from stash_core.decide.whatif import whatif
 
     answer = whatif(db_path(args), args.run_id, target_share=args.target_share)
     if args.json:
@@ -39,6 +39,26 @@ def cmd_whatif(args: argparse.Namespace) -> int:
         model = answer.get("model")
         print(printable(format_whatif({**answer, "model": one_line(model) if model else model})))
     return 0
+
+
+def format_whatif(answer: dict) -> str:
+    """Plain-text report for `stash whatif`."""
+    lines = [f"run {answer['run_id']} ({answer['model'] or '-'}): iteration {answer['iteration_s']:.4f} s"]
+    if answer.get("partial"):
+        lines.append(f"  partial: {answer['partial']}, not the time of the job profiled")
+    for key, title in (("cpu", "CPU cores"), ("disk", "cache"), ("network", "network bandwidth")):
+        item = answer[key]
+        if item["status"] in ("answered", "hidden already", "within target"):
+            predicted = item.get("predicted_iteration_s")
+            tail = f" -> iteration {predicted:.4f} s" if predicted is not None else ""
+            lines.append(f"  {title:<18} {item['summary']}{tail}")
+        else:  # its summary where it has one: "within the noise" alone lost what would resolve it
+            lines.append(f"  {title:<18} {item.get('summary') or item['status']}")
+        if key == "cpu":  # under the CPU's answer: after the network's it read as the network's
+            for row in item.get("predictions") or []:
+                lines.append(f"      {row['cores_per_worker']:>3} cores/worker -> {row['iteration_s']:.4f} s")
+    lines.append("  assumptions: " + "; ".join(answer["assumptions"]))
+    return "\n".join(lines)
 
 
 COMMANDS = {"whatif": cmd_whatif}

@@ -47,11 +47,12 @@ from stash_core.decide.whatif_stalls import (
 )
 from stash_core.errors import UsageError, no_run_error
 from stash_core.store import get_run, telemetry_frame
+from stash_core.store.partial_time import partial_note
 from stash_core.units import finite_float, size_words
 
 
 def whatif(db_path: Path | str, run_id: str, target_share: float = DEFAULT_TARGET_SHARE) -> dict[str, Any]:
-    """Answers for one stored run: run_id, model, iteration_s, cpu, disk, network, assumptions.
+    """Answers for one stored run: run_id, model, iteration_s, partial, cpu, disk, network, assumptions.
 
     Each of cpu / disk / network has "status" ("answered", "hidden already", "within target" (network),
     "not measured" or why not), the resource needed, "predicted_iteration_s" with it and a one-line "summary".
@@ -80,6 +81,8 @@ def whatif(db_path: Path | str, run_id: str, target_share: float = DEFAULT_TARGE
         "run_id": run["run_id"],
         "model": run.get("model"),
         "iteration_s": run["iteration_s"],
+        # a run stopped before the job's own phase: its time is an earlier phase's, as `stash show` says
+        "partial": partial_note(run, run.get("phases") or []),
         "cpu": cpu_answer(run, times, stalls, phases),
         "disk": disk_answer(run, phases, times, stalls, telemetry),
         "network": network_answer(db_path, run, stalls, target_share),
@@ -343,24 +346,6 @@ def network_answer(
         "predicted_iteration_s": predicted,
         "summary": summary,
     }
-
-
-def format_whatif(answer: dict[str, Any]) -> str:
-    """Plain-text report for `stash whatif`."""
-    lines = [f"run {answer['run_id']} ({answer['model'] or '-'}): iteration {answer['iteration_s']:.4f} s"]
-    for key, title in (("cpu", "CPU cores"), ("disk", "cache"), ("network", "network bandwidth")):
-        item = answer[key]
-        if item["status"] in ("answered", "hidden already", "within target"):
-            predicted = item.get("predicted_iteration_s")
-            tail = f" -> iteration {predicted:.4f} s" if predicted is not None else ""
-            lines.append(f"  {title:<18} {item['summary']}{tail}")
-        else:  # its summary where it has one: "within the noise" alone lost what would resolve it
-            lines.append(f"  {title:<18} {item.get('summary') or item['status']}")
-        if key == "cpu":  # under the CPU's answer: after the network's it read as the network's
-            for row in item.get("predictions") or []:
-                lines.append(f"      {row['cores_per_worker']:>3} cores/worker -> {row['iteration_s']:.4f} s")
-    lines.append("  assumptions: " + "; ".join(answer["assumptions"]))
-    return "\n".join(lines)
 
 
 def _logical_cores(run: dict[str, Any]) -> int | None:

@@ -9,7 +9,8 @@ import pytest
 from result_docs import result_doc, without_iteration_time
 from support import TINY_CNN, stash_main
 
-from stash_core.decide.whatif import cpu_stall_elsewhere, format_whatif, whatif
+from stash_core.cli.whatif import format_whatif
+from stash_core.decide.whatif import cpu_stall_elsewhere, whatif
 from stash_core.errors import UsageError
 from stash_core.store import connect, get_run, ingest_result
 
@@ -394,3 +395,23 @@ def test_cores_over_a_step_within_its_noise_are_not_told(tmp_path):
     assert cpu["status"] == "within the noise" and cpu["cores_per_worker_needed"] is None
     assert cpu["summary"].startswith(f"the step with the data ready ({synthetic['name']} ")
     assert "cannot be told" in cpu["summary"]
+
+
+def test_a_run_stopped_before_the_jobs_own_phase_says_whose_time_it_answers_from(tmp_path, capsys):
+    """A run interrupted in R2 printed "iteration 0.1768 s" as if it were the job's, where `stash show` and
+    `stash runs` say it is an earlier phase's."""
+    db = tmp_path / "w.duckdb"
+    doc = result_doc(loader_workers=1, cpu_cores=8, batch_size=32, stalls=DATA_STALLS)
+    doc["status"] = "interrupted"
+    doc["breakdown"]["reference_phase"] = "R3"
+    for phase in doc["phases"]:
+        if phase["name"] == "R2":
+            phase["status"] = "interrupted"
+        if phase["name"] == "R3":  # the time it holds, the last phase that completed
+            doc["breakdown"]["iteration_s"] = phase["iteration_s"]["mean"]
+            doc["breakdown"]["epoch_s"] = None
+    ingest_result(db, doc)
+    answer = whatif(db, doc["run_id"])
+    assert answer["partial"].startswith("interrupted in R2; its time is R3's")
+    assert format_whatif(answer).splitlines()[1].startswith("  partial: interrupted in R2; its time is R3's")
+    assert whatif(db, _store(db, loader_workers=1, cpu_cores=8, batch_size=32))["partial"] is None
