@@ -78,6 +78,16 @@ def test_a_linked_sub_folder_of_a_class_is_followed_once_and_a_loop_not_walked_r
     assert sorted(cats) == ["a.jpg", "b.jpg"]
 
 
+@pytest.mark.parametrize("into", ["the set", "another class"])
+def test_a_link_into_another_class_is_refused_not_counted_twice(tmp_path: Path, into: str) -> None:
+    """A link in cats/ to the data set's own folder took the dogs' images in as cats too: "epoch of 112
+    images" where the set held 64."""
+    root = _tree(tmp_path / "set")
+    (root / "cats" / "loop").symlink_to(root if into == "the set" else root / "dogs")
+    with pytest.raises(UsageError, match=r"class folder '(cats|dogs)' and in '(cats|dogs)' \(through a link"):
+        scan_class_folders(root, [".jpg"], "image")
+
+
 def test_a_link_that_leads_nowhere_is_kept_for_the_check_to_name(tmp_path: Path) -> None:
     root = _tree(tmp_path / "set")
     (root / "cats" / "gone.jpg").symlink_to(tmp_path / "nothing.jpg")
