@@ -350,9 +350,7 @@ def _validate_breakdown(breakdown: Any) -> None:
         raise UsageError("result file: breakdown.warnings must be a list")
 
 
-# a run's device and backend as a profile resolves them; a run that failed before (its hosts refused) keeps
-# the device asked for, "auto"
-RUN_DEVICES, RUN_BACKENDS = ("auto", "cpu", "cuda"), ("gloo", "nccl")
+RUN_DEVICES, RUN_BACKENDS = ("auto", "cpu", "cuda"), ("gloo", "nccl")  # "auto": failed before choosing
 
 
 def _check_choice(what: str, value: Any, allowed: tuple[str, ...]) -> None:
