@@ -162,3 +162,19 @@ def target_field(place: Any) -> float:
         persist_state="session", help="the 95% interval's half-width that 'auto' and the rounds seek, as a "
         "share of each stall; a busy machine may need ±10% or more within the time limit",
     )  # fmt: skip
+
+
+def refused_before_start(db: Path, args: list[str]) -> str | None:
+    """What `stash profile` would refuse before it starts, for the database the page uses and the form's
+    arguments (a database that is not one, a database inside the data set read): refused in the form, so
+    that no job starts and no job folder is made beside that database, inside the user's data set."""
+    from stash_core.cli.main import _parser, parse_command
+    from stash_core.pathargs import check_outputs
+    from stash_core.store.connection import check_database_path
+
+    try:
+        check_database_path(db)
+        check_outputs(_parser(), parse_command(["profile", *args, "--db", str(db)]), db)
+    except UsageError as error:
+        return str(error)
+    return None

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from pages._run_model import model_field, number_field, target_field
+from pages._run_model import model_field, number_field, refused_before_start, target_field
 from pages._shared import (
     STATUS_ICONS,
     chart_with_download,
@@ -197,6 +197,9 @@ def profile_form(running: list[JobState]) -> None:
     what = f"script {Path(form.script).name}" if form.use_script else views.breakdown.short_model(form.model)
     batch = "" if form.use_script else f" · batch {form.batch_size}"
     label = f"{what}{batch} · {form.workers} worker(s)"
+    if refused := refused_before_start(current_db(), args):  # said as the command's checks say it
+        st.error(plain(in_page_words(refused, RUN_PAGE_WORDS)), icon=":material/error:")
+        return
     job_id = jobs.start_profile_job(current_db(), args, label=label)
     st.query_params["job"] = job_id
     st.rerun()
@@ -344,7 +347,8 @@ def recent_jobs(jobs_list: list[JobState]) -> None:
                 "what": job.label,
                 "started (UTC)": job.started_at.strftime("%Y-%m-%d %H:%M:%S") if job.started_at else "",
                 "run": job.run_id or "",
-                "problem": job.error or "",
+                "problem": in_page_words(job.error or "", RUN_PAGE_WORDS)  # this page's job in its words
+                if job.origin == "dashboard" else job.error or "",
             }
             for job in jobs_list
         ]

@@ -62,7 +62,7 @@ RUN_PAGE_WORDS = {
     "--target-ci": "Target interval",
     "--iterations": "Iterations per phase", "--workers": "Workers per machine", "--nodes": "Machines (nodes)",
     "--batch-size": "Batch size (per worker)", "--synthetic-images": "Number of images",
-    "--input-shape": "Input shape",
+    "--input-shape": "Input shape", "--dataset": "Data set folder", "--data-dir": "Data folder of the script",
 }  # fmt: skip
 RUN_PAGE_LACKS = ("--launches", "--max-iterations", "--threads-per-worker")
 

@@ -235,3 +235,27 @@ def test_a_form_refused_under_a_failed_jobs_view_is_said_alone(empty_db, monkeyp
     errors = [shown(box.value) for box in app.error]
     assert errors == ["Batch size must be a whole number of at least 1"], errors
     assert not app.query_params.get("job") and started == []
+
+
+def test_a_database_the_profile_would_refuse_is_refused_before_a_job_exists(tmp_path, started):
+    """A database inside the data set read started a job that failed, its job folder made inside the user's
+    data set; a result file given as the database started one too."""
+    data = tmp_path / "ds"
+    (data / "cats").mkdir(parents=True)
+    (data / "cats" / "a.jpg").write_bytes(b"x")
+    app = _page(data / "inside.duckdb")
+    app.radio(key="run-data").set_value("dataset").run()
+    app.text_input(key="run-dataset").set_value(str(data)).run()
+    app = _start(app)
+    assert not app.exception and started == []
+    said = shown(app.error[0].value)
+    assert said.startswith(f"Database file {data / 'inside.duckdb'} is inside Data set folder {data}"), said
+    assert not (data / ".stash-jobs").exists() and not (data / "inside.duckdb").exists()
+    from pages._run_model import refused_before_start
+
+    victim = tmp_path / "victim.json"
+    victim.write_text('{"run_id": "r1"}')
+    job = ["--model", "resnet18", "--batch-size", "8"]
+    assert "not a DuckDB database" in refused_before_start(victim, job)
+    assert refused_before_start(tmp_path / "new.duckdb", job) is None
+    assert victim.read_text() == '{"run_id": "r1"}' and not (tmp_path / "new.duckdb").exists()
