@@ -246,7 +246,7 @@ def run_detail(run: dict | None) -> None:
         stall_table(run)
 
 
-WHATIF_TITLES = {"cpu": "CPU cores per worker", "disk": "Memory cache", "network": "Network bandwidth"}
+WHATIF_TITLES = {"cpu": "CPU cores", "disk": "Memory cache", "network": "Network bandwidth"}  # 800 px: short
 
 
 def what_if(run: dict) -> None:

@@ -99,7 +99,8 @@ LOG_SPREAD = 30  # largest over smallest value beyond which a bar chart's axis i
 
 
 # figures drawn with the iteration's spread (views.compare_spread): the time and cost charts'
-SPREAD_COLUMNS = ("epoch_s", "s_per_million_samples", "usd_per_epoch", "usd_per_million_samples")
+SPREAD_COLUMNS = ("epoch_s", "s_per_million_samples", "usd_per_epoch", "usd_per_million_samples",
+                  "samples_per_s", "samples_per_s_per_gpu", "samples_per_usd")  # fmt: skip
 
 
 def bar(frame: pd.DataFrame, column: str, title: str, number_format: str, ascending: bool) -> alt.Chart:
@@ -134,10 +135,10 @@ def bar(frame: pd.DataFrame, column: str, title: str, number_format: str, ascend
             ],
         )
     )
-    if f"{column}_low" not in data:  # a figure drawn without its spread (the normalised views)
+    if f"{column}_low" not in data:  # a figure drawn without its spread
         return bars.properties(height=alt.Step(34))
     # the iteration's spread: a measured row's 95% interval, a predicted row's stated error
-    spread = alt.Chart(data).mark_rule(color="#333333").encode(
+    spread = alt.Chart(data).mark_rule(color="#333333", clip=True).encode(
         y=y, x=alt.X(f"{column}_low:Q", scale=scale), x2=f"{column}_high:Q",
         tooltip=[alt.Tooltip("configuration:N"), alt.Tooltip("spread:Q", title="±", format=".0%")],
     )  # fmt: skip

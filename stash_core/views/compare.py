@@ -383,7 +383,7 @@ def compare_stall_frame(frame: pd.DataFrame) -> pd.DataFrame:
     `resolved` is False for a stall whose mean interval is wider than its mean value.
     """
     columns = ["configuration", "stall", "stall_label", "stall_order", "status", "share", "seconds", "ci95",
-               "bar_start", "bar_end", "resolved", "note"]  # fmt: skip
+               "bar_start", "bar_end", "error_low", "error_high", "resolved", "note"]  # fmt: skip
     if frame.empty:
         return pd.DataFrame(columns=columns)
     labelled = frame.assign(run_id=frame["configuration"], run_label=frame["configuration"])

@@ -171,6 +171,9 @@ def test_derived_figures_carry_the_iterations_spread(populated_db: Path) -> None
     specs = [json.dumps(json.loads(chart.proto.spec)) for chart in app.get("vega_lite_chart")]
     timed = [spec for spec in specs if "Time per" in spec]
     assert timed and all('"rule"' in spec and "epoch_s_high" in spec for spec in timed)
+    # the normalised throughput, and the shares where the time goes, with theirs too (they had none)
+    assert any('"rule"' in spec and "samples_per_s_high" in spec for spec in specs)
+    assert any("error_high" in spec for spec in specs if "Share of the iteration" in spec)
 
 
 def test_a_throughputs_bounds_are_the_inverse_of_the_iterations() -> None:
@@ -188,6 +191,9 @@ def test_a_throughputs_bounds_are_the_inverse_of_the_iterations() -> None:
     assert spread.loc[0, ["epoch_s_low", "epoch_s_high"]].tolist() == pytest.approx([9.0, 11.0])
     bounds = spread.loc[0, ["samples_per_s_low", "samples_per_s_high"]].tolist()
     assert bounds == pytest.approx([100 / 1.1, 100 / 0.9])
+    # an interval reaching a step of 0 has no upper bound: drawn past the longest bar, not to infinity
+    wide = with_spread(frame.assign(iteration_ci95_s=[0.15, None]), ("samples_per_s",))
+    assert wide.loc[0, ["samples_per_s_low", "samples_per_s_high"]].tolist() == pytest.approx([40.0, 150.0])
     assert relative_spread({"source": "measured", "iteration_s": 0.1}) is None
 
 

@@ -133,7 +133,7 @@ def test_breakdown_filters_runs_and_shows_one_in_detail(populated_db: Path) -> N
             assert charts(app), section
         if section == "What if":
             labels = [metric.label for metric in app.metric]
-            assert "CPU cores per worker" in labels and "Memory cache" in labels
+            assert "CPU cores" in labels and "Memory cache" in labels
 
 
 def test_breakdown_opens_a_failed_run_from_the_link_with_its_reason(populated_db: Path) -> None:
