@@ -354,13 +354,15 @@ def predictions(everything: pd.DataFrame, measured: pd.DataFrame) -> pd.DataFram
         if len(predicted):
             best = predicted.sort_values("samples_per_s", ascending=False).iloc[0]
             speed = number_text(best["samples_per_s"])
-            st.caption(f"Fastest predicted: {plain(best['configuration'])} at {speed} samples/s.")
+            ties = views.compare_spread.not_told_apart(predicted, "samples_per_s", True)
+            st.caption(f"Fastest predicted: {plain(best['configuration'])} at {speed} samples/s{ties}.")
             priced = predicted.dropna(subset=["usd_per_million_samples"])
             if len(priced):
                 cheapest = priced.sort_values("usd_per_million_samples").iloc[0]
                 cost = usd_text(cheapest["usd_per_million_samples"])
+                ties = views.compare_spread.not_told_apart(priced, "usd_per_million_samples", False)
                 st.caption(f"Cheapest predicted: {plain(cheapest['configuration'])} at {cost} per million "
-                           "samples (on demand).")  # fmt: skip
+                           f"samples (on demand){ties}.")  # fmt: skip
             precision(
                 everything.attrs.get("precision_note"), everything.attrs.get("profiles_set_aside") or []
             )

@@ -59,3 +59,20 @@ def throughput_interval(samples_per_s: float, spread: float | None) -> tuple[flo
 def with_interval(text: str, half_width_text: str | None) -> str:
     """'216.2 ± 21.3' (the half-width's text beside the figure's), or the figure alone."""
     return f"{text} ± {half_width_text}" if half_width_text and text not in ("", "–", "-") else text
+
+
+def not_told_apart(frame: pd.DataFrame, column: str, higher_is_better: bool) -> str:
+    """"; 3 more within its ±38% expected error: not told apart" for the predicted rows of `frame` whose
+    `column` lies within the best row's stated error of the best's, else "": predictions that equal or nearly
+    equal each other were named as one winner."""
+    values = pd.to_numeric(frame[column], errors="coerce")
+    best = values.max() if higher_is_better else values.min()
+    spreads = with_spread(frame, ())["spread"]
+    spread = finite_float(spreads[values == best].max()) or 0.0
+    reach = best / (1 + spread) if higher_is_better else best * (1 + spread)
+    close = int(((values >= reach) if higher_is_better else (values <= reach)).sum()) - 1
+    if close < 1:
+        return ""
+    if not spread:
+        return f"; {close} more at the same figure"
+    return f"; {close} more within its ±{spread:.0%} expected error: not told apart"

@@ -214,3 +214,19 @@ def test_the_job_picked_is_said_whole_under_the_picker(populated_db: Path) -> No
     shown = label.format_func(label.value)
     assert plain(shown) in [caption.value for caption in app.caption]
     assert "per worker" in shown and "input" in shown
+
+
+def test_predictions_within_the_winners_error_are_said_not_told_apart() -> None:
+    """'Fastest predicted: a3-ultragpu-8g' where p5en.48xlarge had the same figure, and H100s 0.3% slower
+    under a ±47% error."""
+    import pandas as pd
+
+    from stash_core.views.compare_spread import not_told_apart
+
+    frame = pd.DataFrame({"source": "predicted", "expected_error": [0.4] * 4, "comm_error": [0.0] * 4,
+                          "samples_per_s": [3764.2, 3764.2, 3753.0, 1000.0], "usd": [1.0, 1.2, 5.0, 0.5]})
+    said = "; 2 more within its ±40% expected error: not told apart"
+    assert not_told_apart(frame, "samples_per_s", True) == said
+    assert not_told_apart(frame, "usd", False) == ""  # 1.0 is past 0.5 x 1.4: told apart
+    exact = frame.assign(expected_error=None)
+    assert not_told_apart(exact, "samples_per_s", True) == "; 1 more at the same figure"
