@@ -173,8 +173,10 @@ def show_prediction(report: FitReport, stalls: list[str], label: str, counts: di
         # three figures: 736.456 ms beside a 64% error said more than is known ("%.3g" wrote 1.23e+03)
         predicted_ms=[None if pd.isna(ms) else float(f"{ms:.3g}") for ms in predictions["predicted_ms"]],
     ).rename(columns={"expected_error": "expected error", "validated_by": "validated by"})
+    # the status before the figures: at 800 px a row without a prediction hid why ("no model: ...")
+    first = ["stall", "configuration", "status"]
     show_table(
-        frame,
+        frame[first + [column for column in frame.columns if column not in first]],
         column_config={
             "predicted_ms": st.column_config.NumberColumn("predicted (ms per iteration)", format="localized")
         },

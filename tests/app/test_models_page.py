@@ -68,6 +68,7 @@ def test_fits_errors_and_a_prediction(tmp_path, monkeypatch):
     assert not app.exception
     prediction = app.dataframe[-1].value
     assert list(prediction["stall"]) == ["interconnect"]
+    assert list(prediction.columns)[:3] == ["stall", "configuration", "status"]  # why, before the figures
     assert prediction.iloc[0]["by"] == "linear: bytes+tensors"
     expected_s = 0.002 + 1e-9 * 46_758_048 + 1e-4 * 62
     assert prediction.iloc[0]["predicted_ms"] == pytest.approx(expected_s * 1e3, rel=5e-3)
