@@ -250,11 +250,11 @@ def job_view(state: JobState) -> None:
     with box:
         if not state.phases:
             waiting = "Stopped before any run started." if state.finished else "Preparing the model and data…"
-            st.caption(plain(state.messages[-1]) if state.messages else waiting)
+            st.caption(plain(in_page_words((state.messages or [waiting])[-1], RUN_PAGE_WORDS)))
         for phase in state.phases:
             st.progress(min(max(phase.fraction_done, 0.0), 1.0), text=phase_text(phase))
         for message in state.messages[-3:] if state.phases else []:
-            st.caption(plain(message))
+            st.caption(plain(in_page_words(message, RUN_PAGE_WORDS)))
     if not state.finished:
         st.progress(state.fraction_done, text=f"Overall {state.fraction_done:.0%}")
         if st.button("Cancel run", icon=":material/cancel:", key=f"cancel-{state.job_id}"):
@@ -315,8 +315,7 @@ def job_view(state: JobState) -> None:
 
 
 def phase_text(phase: PhaseProgress) -> str:
-    """One line per phase: state, name, what it runs, iterations (the measured ones of all its launches, as
-    the database counts them, and the warm-up apart), interval, mean time."""
+    """One line per phase: state, name, what it runs, its launch, iterations (measured in all launches)."""
     kept, iterations = phase.earlier_kept + phase.kept, phase.earlier_iterations + phase.iterations
     if kept:
         detail = f"{kept} iterations measured, {max(iterations - kept, 0)} warm-up"
@@ -330,7 +329,8 @@ def phase_text(phase: PhaseProgress) -> str:
     if phase.error:
         detail += f" · {plain(phase.error)}"  # a worker's error is text, never markdown, a link or an image
     icon = STATUS_ICONS.get(phase.status, "")
-    what = f"**{plain(phase.name)}** ({phase.index + 1}/{phase.total}) {plain(phase.description or '')}"
+    launch = f"launch {phase.index + 1} of {phase.total}"  # of a round ("1/3" read as one); R0, R1 share one
+    what = f"**{plain(phase.name)}** {plain(phase.description or '')} · {launch}"
     return f"{icon} {what} — {detail}"
 
 

@@ -63,6 +63,7 @@ RUN_PAGE_WORDS = {
     "--iterations": "Iterations per phase", "--workers": "Workers per machine", "--nodes": "Machines (nodes)",
     "--batch-size": "Batch size (per worker)", "--synthetic-images": "Number of images",
     "--input-shape": "Input shape", "--dataset": "Data set folder", "--data-dir": "Data folder of the script",
+    " (--paired off: separate launches)": "",  # the command's way out, which this page has no field for
 }  # fmt: skip
 RUN_PAGE_LACKS = ("--launches", "--max-iterations", "--threads-per-worker")
 

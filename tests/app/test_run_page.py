@@ -111,11 +111,12 @@ def test_an_invalid_python_upload_is_said_under_its_uploader(empty_db, started, 
 
 def test_progress_counts_the_measured_iterations_apart_from_the_warm_up(empty_db, tmp_path):
     fake = tmp_path / "fake-python"
-    phase = {"event": "started", "index": 0, "total": 1, "name": "R0", "description": "1 worker"}
+    phase = {"event": "started", "index": 0, "total": 3, "name": "R0", "description": "1 worker"}
     progress = {"phase": "R0", "iterations": 32, "kept": 20, "max_iterations": 99, "target_relative_ci": 0.1}
+    paired = {"event": "message", "text": "R0 and R1 timed together (--paired off: separate launches)"}
     fake.write_text(
         f"#!/bin/sh\necho 'STASH-PHASE {json.dumps(phase)}'\necho 'STASH-PROGRESS {json.dumps(progress)}'\n"
-        "sleep 300\n"
+        f"echo 'STASH-PHASE {json.dumps(paired)}'\nsleep 300\n"
     )
     fake.chmod(0o755)
     job_id = jobs.start_profile_job(empty_db, ["--model", "resnet18", "--batch-size", "8"], python=str(fake))
@@ -127,6 +128,11 @@ def test_progress_counts_the_measured_iterations_apart_from_the_warm_up(empty_db
         app = _page(empty_db)
         text = " ".join(str(p.proto.text) for p in app.get("progress"))
         assert "20 iterations measured, 12 warm-up" in text and "32 iterations" not in text
+        # the launch of a round, not "(1/3)" beside the rounds' lines; no flag the page has no field for
+        assert "1 worker · launch 1 of 3" in text and "(1/3)" not in text
+        captions = [caption.value for caption in app.caption]
+        assert any("timed together" in caption for caption in captions), captions
+        assert not any("--paired" in caption for caption in captions), captions
     finally:
         jobs.cancel_job(empty_db, job_id, grace_s=1.0)
 
