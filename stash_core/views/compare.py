@@ -36,7 +36,7 @@ from stash_core.errors import UsageError
 from stash_core.results.file import STALL_NAMES
 from stash_core.store import queries_compare
 from stash_core.units import finite_float
-from stash_core.views.common import NO_INSTANCE
+from stash_core.views.common import NO_INSTANCE, STALL_LABELS
 from stash_core.views.run_means import mean_ci95_of, mean_of
 from stash_core.views.stall_frames import stall_long_frame
 from stash_core.zoo_names import SCRIPT_PREFIX, is_zoo_name
@@ -70,8 +70,8 @@ def job_label(job: dict[str, Any]) -> str:
     code = "script" if str(job.get("model")).startswith(SCRIPT_PREFIX) else "model file"
     parts = [str(job.get("model")), f"batch {job.get('batch_size')} per worker", where,
              str(job.get("device") or "?"), f"input {job.get('input_shape')}", str(job.get("data"))]
-    extra = {code: job.get("code"), "stalls": job.get("stalls")}
-    parts += [f"{name} {value}" for name, value in extra.items() if value]
+    stalls = ", ".join(STALL_LABELS.get(key, key) for key in str(job.get("stalls") or "").split(",") if key)
+    parts += [f"{name} {it}" for name, it in {code: job.get("code"), "split into": stalls}.items() if it]
     return " · ".join(parts)
 
 

@@ -57,7 +57,7 @@ def test_a_stall_the_setup_cannot_measure_is_refused_in_the_form(empty_db, start
         ("run-batch", 0, "Batch size must be a whole number of at least 1"),
         ("run-batch", -4, "Batch size must be a whole number of at least 1"),
         ("run-maxs", 0, "Time limit per phase must be positive"),
-        ("run-images", 0, "Synthetic images must be a whole number of at least 1"),
+        ("run-images", 0, "Number of images must be a whole number of at least 1"),
         ("run-workers", 100_000, "Workers: must be at most 1,024"),  # the field, not the flag --workers
     ],
 )

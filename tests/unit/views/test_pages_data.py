@@ -278,7 +278,7 @@ def test_the_run_form_becomes_profile_arguments(tmp_path: Path) -> None:
         ({"input_shape": "3x64x64"}, "Input shape"),
         ({"iterations": "1"}, "Iterations"),
         ({"instance": "a b"}, "Instance label"),
-        ({"nodes": 2}, "Nodes > 1 needs remote hosts"),
+        ({"nodes": 2}, r"Machines \(nodes\) > 1 needs remote hosts"),
         ({"where": "hosts", "hosts": ""}, "Remote hosts: give at least one"),
         ({"where": "hosts", "hosts": "a;touch /tmp/x"}, "is not a host name"),
         ({"where": "cluster", "nodes": 2}, "no --cluster option"),
