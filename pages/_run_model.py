@@ -170,10 +170,10 @@ def refused_before_start(db: Path, args: list[str]) -> str | None:
     that no job starts and no job folder is made beside that database, inside the user's data set."""
     from stash_core.cli.main import _parser, parse_command
     from stash_core.pathargs import check_outputs
-    from stash_core.store.connection import check_database_path
+    from stash_core.store.storable import check_storable
 
     try:
-        check_database_path(db)
+        check_storable(db)  # as the profile checks it: a file that is no database, of a newer Stash, ...
         check_outputs(_parser(), parse_command(["profile", *args, "--db", str(db)]), db)
     except UsageError as error:
         return str(error)
