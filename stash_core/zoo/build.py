@@ -176,18 +176,21 @@ def _build_zoo(
 
 
 def check_fits_machine(name: str, make: Callable[[], nn.Module]) -> None:
-    """UsageError when what training the model `make` builds holds at the least, its FP32 weights, their
-    gradients and SGD's momentum (zoo/batches.py), would not fit this machine's free memory (unless it is
-    built on the meta device, which allocates nothing): a 7B model is refused, not swapped to death."""
+    """UsageError when the model `make` builds would not fit this machine's free memory (unless it is built
+    on the meta device, which allocates nothing): a 7B model is refused, not swapped to death. Where there is
+    no GPU it trains in that memory, which holds at the least its FP32 weights, their gradients and SGD's
+    momentum (zoo/batches.py); with a GPU the host holds the weights as they are built."""
     if torch.empty(0).is_meta:
         return
     with torch.device("meta"), compiler_unimported():  # (meta embeddings initialise through a guard)
         weights_bytes = 4 * sum(param.numel() for param in make().parameters())
     available_bytes = psutil.virtual_memory().available
-    if (needed_bytes := TRAINING_COPIES * weights_bytes) > available_bytes:
+    trains_here = not torch.cuda.is_available()
+    if (needed_bytes := (TRAINING_COPIES if trains_here else 1) * weights_bytes) > available_bytes:
+        what = (f"to train (its {weights_bytes / 1e9:.1f} GB of FP32 weights, their gradients and the "
+                "optimizer's momentum)" if trains_here else "for its FP32 weights alone")  # fmt: skip
         raise UsageError(
-            f"{name} needs {needed_bytes / 1e9:.1f} GB to train (its {weights_bytes / 1e9:.1f} GB of FP32 "
-            "weights, their gradients and the optimizer's momentum) and this machine has "
+            f"{name} needs {needed_bytes / 1e9:.1f} GB {what} and this machine has "
             f"{available_bytes / 1e9:.1f} GB free; `stash predict` and `stash recommend` need no weights"
         )
 

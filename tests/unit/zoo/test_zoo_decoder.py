@@ -153,3 +153,7 @@ def test_a_model_too_big_for_the_machine_is_refused_unless_on_meta(monkeypatch):
     with pytest.raises(UsageError, match=r"resnet10 needs 61\.6 GB to train \(its 20\.5 GB of FP32"):
         build_model("resnet10", num_classes=10_000_000, input_shape=(3, 32, 32))
     assert build_model("resnet10", num_classes=10, input_shape=(3, 32, 32))[1].num_classes == 10
+    # with a GPU the training state is the GPU's: the host holds the weights as they are built
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    with pytest.raises(UsageError, match=r"resnet10 needs 20\.5 GB for its FP32 weights alone"):
+        build_model("resnet10", num_classes=10_000_000, input_shape=(3, 32, 32))
