@@ -104,7 +104,7 @@ SPREAD_COLUMNS = ("epoch_s", "s_per_million_samples", "usd_per_epoch", "usd_per_
 
 
 def bar(frame: pd.DataFrame, column: str, title: str, number_format: str, ascending: bool) -> alt.Chart:
-    data = frame.dropna(subset=[column])
+    data = views.compare_spread.drawn_ends(frame.dropna(subset=[column]), column)
     order = list(data.sort_values(column, ascending=ascending)["configuration"])
     values = data[column][data[column] > 0]
     # a CPU machine's measured 40,000 s beside GPUs' few hundred left the GPUs' bars as slivers

@@ -28,15 +28,14 @@ def with_spread(frame: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
     """`frame` with `spread` (relative_spread) and, for each column, `<column>_low` and `<column>_high`: the
     figure at the iteration's spread (a time or cost grows with the iteration; NaN where it is not known).
     A throughput's bounds (samples per second, per GPU, per dollar) are the inverse's: 1 / (1 ± spread); where
-    the iteration's interval reaches 0 its high bound has none, and is drawn past the longest bar."""
+    the iteration's interval reaches 0 its high bound has none (infinite: a chart draws it past its bars)."""
     spreads = [relative_spread(row) for row in frame.to_dict(orient="records")]
     out = frame.assign(spread=[math.nan if s is None else s for s in spreads])
     for column in columns:
         values = pd.to_numeric(out[column], errors="coerce")
         if column.startswith("samples_per_"):
-            open_end = float(values.max()) * OPEN_END if values.notna().any() else math.nan
             low = values / (1 + out["spread"])
-            high = (values / (1 - out["spread"]).clip(lower=1e-9)).where(out["spread"] < 1, open_end)
+            high = (values / (1 - out["spread"]).clip(lower=1e-9)).where(~(out["spread"] >= 1), math.inf)
         else:
             # floored at 1% of the figure: 0 has no place on a log axis, and its rule was dropped there
             low, high = values * (1 - out["spread"]).clip(lower=0.01), values * (1 + out["spread"])
@@ -44,7 +43,16 @@ def with_spread(frame: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
     return out
 
 
-OPEN_END = 1.5  # a bound with no end: half again the largest figure, past every bar
+OPEN_END = 1.5  # a bound with no end is drawn to half again the largest figure, past every bar
+
+
+def drawn_ends(data: pd.DataFrame, column: str) -> pd.DataFrame:
+    """`data` as a chart draws `column`'s intervals: a high bound with no end (infinite) at OPEN_END times
+    the largest figure, past every bar (a chart's data holds no infinity)."""
+    if f"{column}_high" not in data or data.empty:
+        return data
+    ends = data[f"{column}_high"].replace(math.inf, float(data[column].max()) * OPEN_END)
+    return data.assign(**{f"{column}_high": ends})
 NARROW_SPREAD = 0.2  # within it a throughput's interval is near enough to ± its figure times the spread
 
 

@@ -177,10 +177,12 @@ def test_derived_figures_carry_the_iterations_spread(populated_db: Path) -> None
 
 
 def test_a_throughputs_bounds_are_the_inverse_of_the_iterations() -> None:
+    import math
+
     import pandas as pd
     import pytest
 
-    from stash_core.views.compare_spread import relative_spread, with_spread
+    from stash_core.views.compare_spread import drawn_ends, relative_spread, with_spread
 
     frame = pd.DataFrame({"source": ["measured", "predicted"], "iteration_s": [0.1, 0.2],
                           "iteration_ci95_s": [0.01, None], "expected_error": [None, 0.3],
@@ -191,9 +193,12 @@ def test_a_throughputs_bounds_are_the_inverse_of_the_iterations() -> None:
     assert spread.loc[0, ["epoch_s_low", "epoch_s_high"]].tolist() == pytest.approx([9.0, 11.0])
     bounds = spread.loc[0, ["samples_per_s_low", "samples_per_s_high"]].tolist()
     assert bounds == pytest.approx([100 / 1.1, 100 / 0.9])
-    # an interval reaching a step of 0 has no upper bound: drawn past the longest bar, not to infinity
-    wide = with_spread(frame.assign(iteration_ci95_s=[0.15, None]), ("samples_per_s",))
-    assert wide.loc[0, ["samples_per_s_low", "samples_per_s_high"]].tolist() == pytest.approx([40.0, 150.0])
+    # an interval reaching a step of 0 has no upper bound; one not known has none either (not a made-up one)
+    wide = with_spread(frame.assign(iteration_ci95_s=[0.15, None], source="measured"), ("samples_per_s",))
+    assert wide.loc[0, ["samples_per_s_low", "samples_per_s_high"]].tolist() == [40.0, math.inf]
+    assert wide.loc[1, ["samples_per_s_low", "samples_per_s_high"]].isna().all()
+    drawn = drawn_ends(wide, "samples_per_s")  # past the longest bar, in a chart's data
+    assert drawn.loc[0, "samples_per_s_high"] == 150.0 and math.isnan(drawn.loc[1, "samples_per_s_high"])
     assert relative_spread({"source": "measured", "iteration_s": 0.1}) is None
 
 
