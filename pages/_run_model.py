@@ -174,7 +174,9 @@ def refused_before_start(db: Path, args: list[str]) -> str | None:
 
     try:
         check_storable(db)  # as the profile checks it: a file that is no database, of a newer Stash, ...
-        check_outputs(_parser(), parse_command(["profile", *args, "--db", str(db)]), db)
+        command = ["profile", *args]  # --db before a script's own arguments (after "--"), as a job puts it
+        at = command.index("--") if "--" in command else len(command)
+        check_outputs(_parser(), parse_command([*command[:at], "--db", str(db), *command[at:]]), db)
     except UsageError as error:
         return str(error)
     return None

@@ -188,6 +188,8 @@ def profile_form(running: list[JobState]) -> None:
     )
     try:
         args = views.run_form.profile_args(form, base_dir=Path.cwd())
+        if refused := refused_before_start(current_db(), args):  # said as the command's checks say it
+            raise UsageError(in_page_words(refused, RUN_PAGE_WORDS))
     except UsageError as exc:  # said alone: not under the view of the job shown above, a failure of its own
         if st.query_params.get("job"):
             st.session_state["run-refused"], _ = str(exc), st.query_params.pop("job")
@@ -197,9 +199,6 @@ def profile_form(running: list[JobState]) -> None:
     what = f"script {Path(form.script).name}" if form.use_script else views.breakdown.short_model(form.model)
     batch = "" if form.use_script else f" · batch {form.batch_size}"
     label = f"{what}{batch} · {form.workers} worker(s)"
-    if refused := refused_before_start(current_db(), args):  # said as the command's checks say it
-        st.error(plain(in_page_words(refused, RUN_PAGE_WORDS)), icon=":material/error:")
-        return
     job_id = jobs.start_profile_job(current_db(), args, label=label)
     st.query_params["job"] = job_id
     st.rerun()
@@ -329,8 +328,9 @@ def phase_text(phase: PhaseProgress) -> str:
     if phase.error:
         detail += f" · {plain(phase.error)}"  # a worker's error is text, never markdown, a link or an image
     icon = STATUS_ICONS.get(phase.status, "")
-    launch = f"launch {phase.index + 1} of {phase.total}"  # of a round ("1/3" read as one); R0, R1 share one
-    what = f"**{plain(phase.name)}** {plain(phase.description or '')} · {launch}"
+    # "(1/3)" read as a round; R0 and R1 share a launch; a later round may relaunch fewer runs than the first
+    launch = f" · launch {phase.index + 1} of {phase.total} in a round" if phase.index < phase.total else ""
+    what = f"**{plain(phase.name)}** {plain(phase.description or '')}{launch}"
     return f"{icon} {what} — {detail}"
 
 

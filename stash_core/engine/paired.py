@@ -27,6 +27,7 @@ from stash_core.measure.paired_loop import BLOCK_STEPS
 from stash_core.spec import ProfileSpec
 
 PAIRED_RUNS = ("R0", "R1")
+PAIRED_OFF_HINT = " (--paired off: separate launches)"  # the command's way out; the Run page has no field
 FIRST_STARTUP_ESTIMATE_S = 5.0  # kept out of the first paired launch's loop cap: its start-up and probe
 FIRST_LAUNCH_GROUPS = 8  # the first paired launch's groups: enough to show how groups vary
 LATER_LAUNCH_GROUPS = 4  # the second's, before two launches show how launches disagree

@@ -32,6 +32,7 @@ from stash_core.engine.launches import MIN_LAUNCH_CAP_S, LaunchedRuns, on_profil
 from stash_core.engine.machine import threads_note
 from stash_core.engine.paired import (
     BLOCK_STEPS,
+    PAIRED_OFF_HINT,
     launches_of_round,
     loop_cap_s,
     paired_job,
@@ -189,7 +190,7 @@ def run_launches(
                          f"least {floor}, so the runs take longer")  # fmt: skip
     if paired:
         reporter.message(f"R0 and R1 timed together: alternating blocks of {BLOCK_STEPS} steps, one launch a "
-                         "round (--paired off: separate launches)")  # fmt: skip
+                         f"round{PAIRED_OFF_HINT}")  # fmt: skip
 
     def timed_launch(plan: PhasePlan, this_spec: ProfileSpec, warnings_: list[str], round_index: int) -> dict:
         started_s = time.monotonic() - clock_start_s

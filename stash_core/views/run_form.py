@@ -12,6 +12,7 @@ import shlex
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from stash_core.engine.paired import PAIRED_OFF_HINT
 from stash_core.engine.plan import check_measurable
 from stash_core.errors import UsageError
 from stash_core.launch.ssh import parse_target
@@ -45,7 +46,7 @@ FIELD_MESSAGES = {
     "ssh_user": "SSH user: {quoted} is not a user name",
     "ssh_key": "SSH key: no file {value}",
     "script/missing": "Script: no file {value}",
-    "data_dir/missing": "Data folder of the script: no folder {value}",
+    "data_dir/missing": "Folder of the data it reads: no folder {value}",
 }
 
 
@@ -59,11 +60,11 @@ FIELD_LABELS = {
 # longest first (views.common.in_page_words); those it has no field for are named by RUN_PAGE_LACKS.
 RUN_PAGE_WORDS = {
     "--max-phase-seconds": "Time limit per phase", "--iterations N": "Iterations per phase",
-    "--target-ci": "Target interval",
+    "--target-ci": "Target interval", "--data-dir": "Folder of the data it reads",
     "--iterations": "Iterations per phase", "--workers": "Workers per machine", "--nodes": "Machines (nodes)",
     "--batch-size": "Batch size (per worker)", "--synthetic-images": "Number of images",
-    "--input-shape": "Input shape", "--dataset": "Data set folder", "--data-dir": "Data folder of the script",
-    " (--paired off: separate launches)": "",  # the command's way out, which this page has no field for
+    "--input-shape": "Input shape", "--dataset": "Data set folder",
+    PAIRED_OFF_HINT: "",  # the command's way out, which this page has no field for
 }  # fmt: skip
 RUN_PAGE_LACKS = ("--launches", "--max-iterations", "--threads-per-worker")
 

@@ -12,6 +12,7 @@ from streamlit.testing.v1 import AppTest
 from support import REPO, shown
 
 from stash_core.engine import jobs
+from stash_core.engine.paired import PAIRED_OFF_HINT
 
 PAGE = REPO / "pages" / "run.py"
 
@@ -113,7 +114,7 @@ def test_progress_counts_the_measured_iterations_apart_from_the_warm_up(empty_db
     fake = tmp_path / "fake-python"
     phase = {"event": "started", "index": 0, "total": 3, "name": "R0", "description": "1 worker"}
     progress = {"phase": "R0", "iterations": 32, "kept": 20, "max_iterations": 99, "target_relative_ci": 0.1}
-    paired = {"event": "message", "text": "R0 and R1 timed together (--paired off: separate launches)"}
+    paired = {"event": "message", "text": f"R0 and R1 timed together{PAIRED_OFF_HINT}"}  # as the profile says
     fake.write_text(
         f"#!/bin/sh\necho 'STASH-PHASE {json.dumps(phase)}'\necho 'STASH-PROGRESS {json.dumps(progress)}'\n"
         f"echo 'STASH-PHASE {json.dumps(paired)}'\nsleep 300\n"
@@ -129,7 +130,7 @@ def test_progress_counts_the_measured_iterations_apart_from_the_warm_up(empty_db
         text = " ".join(str(p.proto.text) for p in app.get("progress"))
         assert "20 iterations measured, 12 warm-up" in text and "32 iterations" not in text
         # the launch of a round, not "(1/3)" beside the rounds' lines; no flag the page has no field for
-        assert "1 worker · launch 1 of 3" in text and "(1/3)" not in text
+        assert "1 worker · launch 1 of 3 in a round" in text and "(1/3)" not in text
         captions = [caption.value for caption in app.caption]
         assert any("timed together" in caption for caption in captions), captions
         assert not any("--paired" in caption for caption in captions), captions
@@ -265,3 +266,8 @@ def test_a_database_the_profile_would_refuse_is_refused_before_a_job_exists(tmp_
     assert "not a DuckDB database" in refused_before_start(victim, job)
     assert refused_before_start(tmp_path / "new.duckdb", job) is None
     assert victim.read_text() == '{"run_id": "r1"}' and not (tmp_path / "new.duckdb").exists()
+    # a script's own arguments follow "--": the database is checked as the job will be given it, before them
+    (tmp_path / "train.py").write_text("print('training')\n")
+    script = ["--script", str(tmp_path / "train.py"), "--data-dir", str(data), "--", "--epochs", "1"]
+    said = refused_before_start(data / "in.duckdb", script) or ""
+    assert said.startswith(f"--db {data / 'in.duckdb'} is inside --data-dir {data}"), said

@@ -173,7 +173,7 @@ def test_a_training_script_with_its_arguments_and_data_folder(tmp_path: Path) ->
     [
         ({"script": ""}, "Script: give the path of your training script"),
         ({"script": "missing.py"}, "Script: no file"),
-        ({"script": "train.py", "data_dir": "nowhere"}, "Data folder of the script: no folder"),
+        ({"script": "train.py", "data_dir": "nowhere"}, "Folder of the data it reads: no folder"),
         ({"script": "train.py", "script_args": "--name 'unclosed"}, "Script arguments:"),
         ({"script": "broken.py"}, "^Script: /.*/broken.py does not parse"),  # not "--script ..."
     ],
