@@ -261,8 +261,8 @@ def validate_machines(spec: ProfileSpec) -> None:
         message = f"--hosts names {len(spec.hosts)} host(s) for --nodes {spec.nodes}; give one per node"
         raise FieldError(message, "hosts", len(spec.hosts), "count")
     if spec.cluster is not None and spec.nodes < 2:  # its nodes are this machine's: one alone is a local run
-        message = (f"--cluster emulated takes --nodes 2 or more (got {spec.nodes}): one node of it alone "
-                   "measures what a profile without --cluster does")  # fmt: skip
+        message = (f"--cluster emulated takes --nodes 2 or more (got {spec.nodes}): one node of it alone is "
+                   "this machine, measured as without --cluster")  # fmt: skip
         raise FieldError(message, "nodes", spec.nodes, "cluster")
     if spec.nodes > 1 and not spec.remote:
         message = f"--nodes {spec.nodes}: say which machines with --hosts or --cluster emulated"
