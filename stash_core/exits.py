@@ -122,7 +122,7 @@ def _failed(error: Exception, json_errors: bool = False) -> int:
         where = f": {error.filename}" if error.filename else ""
         line, status = f"{error.strerror or first_line(error)}{where}", 1
     elif _out_of_memory(error):  # the machine's, not a bug: torch's allocators raise a RuntimeError
-        line, status = f"out of memory: {first_line(error)}", 1
+        line, status = f"out of memory: {first_line(error)}" if str(error) else "out of memory", 1
     elif is_database_corruption(error):
         # a damaged block read after the open-time checks passed: before the write failures, as DuckDB 1.x
         # raises it as an IOException

@@ -215,7 +215,7 @@ def _files_under(folder: Path, owners: dict[str, str]) -> list[Path]:
             folders[:] = []  # a loop, or a folder linked twice: its files are counted once
             continue
         if owners.setdefault(real, folder.name) != folder.name:
-            raise UsageError(f"data set folder {one_line(parent)} is in class folder "
+            raise UsageError(f"folder {one_line(parent)} of the data set is in class folder "
                              f"{one_line(folder.name)!r} and in {one_line(owners[real])!r} (through a link): "
                              "a sample has one class; remove the link")  # fmt: skip
         seen.add(real)

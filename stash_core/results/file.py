@@ -355,7 +355,7 @@ RUN_DEVICES, RUN_BACKENDS = ("auto", "cpu", "cuda"), ("gloo", "nccl")  # "auto":
 
 def _check_choice(what: str, value: Any, allowed: tuple[str, ...]) -> None:
     if value not in allowed:
-        raise UsageError(f"result file: {what} is {value!r}; expected one of {', '.join(allowed)}")
+        raise UsageError(f"result file: {what} is {value!r:.40}; expected one of {', '.join(allowed)}")
 
 
 def _check_order(started: str, finished: str | None) -> None:

@@ -1,8 +1,8 @@
 """Limits on a user's model code while Stash runs it in its own process: a time limit, and no way out.
 
 A model file or factory that sleeps, waits on the network or loops would hold `profile`, `predict`,
-`recommend`, `spot-memory` and `spot-profile` forever; one that calls os._exit at import would end the command with exit
-status 0 and no output. While a factory is imported and called, SIGALRM interrupts it after
+`recommend`, `spot-memory` and `spot-profile` forever; one that calls os._exit at import would end the
+command with exit status 0 and no output. While a factory is imported and called, SIGALRM interrupts it after
 USER_CODE_LIMIT_S (STASH_USER_CODE_LIMIT_S overrides it), and os._exit raises instead of ending Stash.
 """
 
