@@ -17,7 +17,7 @@ from typing import Any
 from stash_core.analysis.stalls import REMAINDER, with_remainder
 from stash_core.errors import NewerThanStash, UsageError
 from stash_core.results.document import ResultDocument, check_ranges
-from stash_core.results.probe import check_probe_set
+from stash_core.results.probe import PROBE_BACKENDS, check_probe_set
 from stash_core.results.values import (
     check_identifier,
     check_kind,
@@ -30,6 +30,7 @@ from stash_core.results.values import (
     stored_moment,
     unreadable_json_reason,
 )
+from stash_core.spec import DEVICES
 from stash_core.spec_parse import instance_name_problem
 from stash_core.units import STALLS, json_safe  # noqa: F401 - json_safe re-exported
 from stash_core.userfiles import read_user_bytes, write_json_atomic
@@ -350,7 +351,7 @@ def _validate_breakdown(breakdown: Any) -> None:
         raise UsageError("result file: breakdown.warnings must be a list")
 
 
-RUN_DEVICES, RUN_BACKENDS = ("auto", "cpu", "cuda"), ("gloo", "nccl")  # "auto": failed before choosing
+RUN_DEVICES, RUN_BACKENDS = DEVICES, PROBE_BACKENDS  # "auto": a run that failed before choosing one
 
 
 def _check_choice(what: str, value: Any, allowed: tuple[str, ...]) -> None:

@@ -9,10 +9,12 @@ from typing import Any
 
 from stash_core.errors import UsageError
 from stash_core.results.values import check_identifier, check_timestamp
+from stash_core.spec import DEVICES
 
 # The names of a probe set that are stored and shown; scope is each p2p entry's.
 PROBE_NAMES = ("probe_id", "run_id", "phase", "hostname", "instance", "backend", "device")
-PROBE_DEVICES, PROBE_BACKENDS = ("cpu", "cuda"), ("gloo", "nccl")  # torch.device.type, the process group's
+PROBE_BACKENDS = ("gloo", "nccl")  # the process group's
+PROBE_DEVICES = tuple(device for device in DEVICES if device != "auto")  # torch.device.type
 PROBE_COUNTS = ("world_size", "nodes", "workers_per_node")  # a probe ran on at least one of each
 MEASURE_COUNTS = ("size_bytes", "repetitions")
 MEASURE_FIGURES = ("time_s", "time_min_s", "algbw_gbps", "busbw_gbps")  # seconds and rates: not negative
