@@ -162,21 +162,3 @@ def target_field(place: Any) -> float:
         persist_state="session", help="the 95% interval's half-width that 'auto' and the rounds seek, as a "
         "share of each stall; a busy machine may need ±10% or more within the time limit",
     )  # fmt: skip
-
-
-def refused_before_start(db: Path, args: list[str]) -> str | None:
-    """What `stash profile` would refuse before it starts, for the database the page uses and the form's
-    arguments (a database that is not one, a database inside the data set read): refused in the form, so
-    that no job starts and no job folder is made beside that database, inside the user's data set."""
-    from stash_core.cli.main import _parser, parse_command
-    from stash_core.pathargs import check_outputs
-    from stash_core.store.storable import check_storable
-
-    try:
-        check_storable(db)  # as the profile checks it: a file that is no database, of a newer Stash, ...
-        command = ["profile", *args]  # --db before a script's own arguments (after "--"), as a job puts it
-        at = command.index("--") if "--" in command else len(command)
-        check_outputs(_parser(), parse_command([*command[:at], "--db", str(db), *command[at:]]), db)
-    except UsageError as error:
-        return str(error)
-    return None

@@ -12,7 +12,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from pages._run_model import model_field, number_field, refused_before_start, target_field
+from pages._run_model import model_field, number_field, target_field
 from pages._shared import (
     STATUS_ICONS,
     chart_with_download,
@@ -26,6 +26,7 @@ from pages._shared import (
 )
 from pages._stalls import breakdown_chart
 from stash_core import views
+from stash_core.cli.main import profile_refusal
 from stash_core.engine import jobs
 from stash_core.engine.job_state import JobState, PhaseProgress, measuring_processes
 from stash_core.errors import UsageError
@@ -188,7 +189,7 @@ def profile_form(running: list[JobState]) -> None:
     )
     try:
         args = views.run_form.profile_args(form, base_dir=Path.cwd())
-        if refused := refused_before_start(current_db(), args):  # said as the command's checks say it
+        if refused := profile_refusal(args, current_db()):  # said as the command's checks say it
             raise UsageError(in_page_words(refused, RUN_PAGE_WORDS))
     except UsageError as exc:  # said alone: not under the view of the job shown above, a failure of its own
         if st.query_params.get("job"):
@@ -327,11 +328,10 @@ def phase_text(phase: PhaseProgress) -> str:
         detail += f" · {last}{seconds_text(phase.mean_s, phase.ci95_s)}"
     if phase.error:
         detail += f" · {plain(phase.error)}"  # a worker's error is text, never markdown, a link or an image
-    icon = STATUS_ICONS.get(phase.status, "")
     # "(1/3)" read as a round; R0 and R1 share a launch; a later round may relaunch fewer runs than the first
     launch = f" · launch {phase.index + 1} of {phase.total} in a round" if phase.index < phase.total else ""
     what = f"**{plain(phase.name)}** {plain(phase.description or '')}{launch}"
-    return f"{icon} {what} — {detail}"
+    return f"{STATUS_ICONS.get(phase.status, '')} {what} — {detail}"
 
 
 def recent_jobs(jobs_list: list[JobState]) -> None:

@@ -226,6 +226,23 @@ def parse_command(argv: list[str]) -> argparse.Namespace:
     return copy.deepcopy(_parser().parse_args(argv))
 
 
+def profile_refusal(args: list[str], db: Path) -> str | None:
+    """What `stash profile ARGS` with database `db` refuses before it measures (a database it could not
+    store into, an output or the database inside what it reads), in the command's words; None where it
+    would start. The Run page asks it before it starts a job, which would fail on it after making its folder
+    beside that database."""
+    from stash_core.store.storable import check_storable
+
+    command = ["profile", *args]  # --db before a script's own arguments (after "--"), as a job puts it
+    at = command.index("--") if "--" in command else len(command)
+    try:
+        check_storable(db)
+        check_outputs(_parser(), parse_command([*command[:at], "--db", str(db), *command[at:]]), db)
+    except UsageError as error:
+        return str(error)
+    return None
+
+
 def command_groups() -> list:
     """Modules that add subcommands of their own (each has add_commands and COMMANDS)."""
     from stash_core.cli import decisions as cli_decisions

@@ -258,16 +258,16 @@ def test_a_database_the_profile_would_refuse_is_refused_before_a_job_exists(tmp_
     said = shown(app.error[0].value)
     assert said.startswith(f"Database file {data / 'inside.duckdb'} is inside Data set folder {data}"), said
     assert not (data / ".stash-jobs").exists() and not (data / "inside.duckdb").exists()
-    from pages._run_model import refused_before_start
+    from stash_core.cli.main import profile_refusal
 
     victim = tmp_path / "victim.json"
     victim.write_text('{"run_id": "r1"}')
     job = ["--model", "resnet18", "--batch-size", "8"]
-    assert "not a DuckDB database" in refused_before_start(victim, job)
-    assert refused_before_start(tmp_path / "new.duckdb", job) is None
+    assert "not a DuckDB database" in profile_refusal(job, victim)
+    assert profile_refusal(job, tmp_path / "new.duckdb") is None
     assert victim.read_text() == '{"run_id": "r1"}' and not (tmp_path / "new.duckdb").exists()
     # a script's own arguments follow "--": the database is checked as the job will be given it, before them
     (tmp_path / "train.py").write_text("print('training')\n")
     script = ["--script", str(tmp_path / "train.py"), "--data-dir", str(data), "--", "--epochs", "1"]
-    said = refused_before_start(data / "in.duckdb", script) or ""
+    said = profile_refusal(script, data / "in.duckdb") or ""
     assert said.startswith(f"--db {data / 'in.duckdb'} is inside --data-dir {data}"), said
