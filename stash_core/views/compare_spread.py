@@ -53,6 +53,8 @@ def drawn_ends(data: pd.DataFrame, column: str) -> pd.DataFrame:
         return data
     ends = data[f"{column}_high"].replace(math.inf, float(data[column].max()) * OPEN_END)
     return data.assign(**{f"{column}_high": ends})
+
+
 NARROW_SPREAD = 0.2  # within it a throughput's interval is near enough to ± its figure times the spread
 
 
