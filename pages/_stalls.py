@@ -36,7 +36,7 @@ CAPTION = (
     "its left end is the iteration time. A negative stall (the later run faster beyond the noise) is drawn "
     "the same way, after the others, running back from where they end. "
     "Faded stalls were not resolved: their 95% interval is wider than their value (more iterations or a "
-    "quieter machine would resolve them). The black lines are the 95% intervals."
+    "quieter machine would resolve them). The thin lines across the bars are the 95% intervals."
 )
 
 
@@ -52,6 +52,17 @@ def breakdown_chart(long_frame: pd.DataFrame, measure: str) -> alt.LayerChart:
     """Horizontal stacked bars, one per run (run_label), with a 95% interval at the end of each part."""
     title, unit, number_format = MEASURES[measure]
     return stall_bars(long_frame, "run_label", "Run", title, unit, number_format, nice=measure != "share")
+
+
+LIGHT_INK = "#31333f"  # Streamlit's text colour on its light theme
+DARK_INK = "#fafafa"  # and on its dark theme
+
+
+def ink() -> str:
+    """The colour of names, outlines and intervals drawn on a chart: the reader's theme's text colour."""
+    # a theme set in the server's configuration is the page's; st.context then still says the browser's
+    theme = st.get_option("theme.base") or st.context.theme.type
+    return DARK_INK if theme == "dark" else LIGHT_INK
 
 
 BAR_PX = 20  # a bar's height; its name is written in the 22 px above it
@@ -116,12 +127,12 @@ def stall_bars(
     # with a dashed outline, so the stall it runs back over still shows
     remainder = (
         base.transform_filter(f"datum.stall === '{REMAINDER}' || datum.value < 0")
-        .mark_bar(height=BAR_PX, fillOpacity=0.55, stroke="#333", strokeDash=[4, 3], strokeWidth=1)
+        .mark_bar(height=BAR_PX, fillOpacity=0.55, stroke=ink(), strokeDash=[4, 3], strokeWidth=1)
         .encode(x=x, x2=alt.X2("bar_end"), y=y, color=color, tooltip=tooltip)
     )
     names = (
         alt.Chart(pd.DataFrame({row_field: order}))
-        .mark_text(align="left", baseline="bottom", dy=-BAR_PX / 2 - 1, fontSize=11, color="#31333f")
+        .mark_text(align="left", baseline="bottom", dy=-BAR_PX / 2 - 1, fontSize=11, color=ink())
         .encode(x=alt.value(0), y=y, text=f"{row_field}:N",
                 tooltip=alt.Tooltip(f"{row_field}:N", title=row_title))
     )
@@ -129,7 +140,7 @@ def stall_bars(
     if {"error_low", "error_high"} <= set(long_frame.columns):
         layers.append(
             base.transform_filter("isValid(datum.error_low)")
-            .mark_rule(color="#222", strokeWidth=1.5, clip=True)
+            .mark_rule(color=ink(), strokeWidth=1.5, clip=True)
             .encode(x=alt.X("error_low:Q", scale=scale), x2=alt.X2("error_high"), y=y)
         )
         cut = long_frame[long_frame["error_high"] > domain[1]] if domain else long_frame.iloc[0:0]
@@ -137,7 +148,7 @@ def stall_bars(
             marks = cut.assign(edge=domain[1], said="its interval runs past the chart's edge")
             layers.append(
                 alt.Chart(marks)
-                .mark_point(shape="triangle-right", filled=True, size=70, color="#222")
+                .mark_point(shape="triangle-right", filled=True, size=70, color=ink())
                 .encode(x=alt.X("edge:Q", scale=scale), y=y, tooltip=[
                     alt.Tooltip("stall_label:N", title="Stall"), alt.Tooltip("said:N", title="Note"),
                     *([alt.Tooltip("ci95:Q", title="± 95% interval", format=number_format)]

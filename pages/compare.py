@@ -20,7 +20,7 @@ from pages._shared import (
     show_table,
     usd_text,
 )
-from pages._stalls import stall_bars
+from pages._stalls import ink, stall_bars
 from stash_core import views
 from stash_core.views.common import plain, sentence
 from stash_core.views.compare_spread import NARROW_SPREAD, throughput_interval, with_interval, with_spread
@@ -138,7 +138,7 @@ def bar(frame: pd.DataFrame, column: str, title: str, number_format: str, ascend
     if f"{column}_low" not in data:  # a figure drawn without its spread
         return bars.properties(height=alt.Step(34))
     # the iteration's spread: a measured row's 95% interval, a predicted row's stated error
-    spread = alt.Chart(data).mark_rule(color="#333333", clip=True).encode(
+    spread = alt.Chart(data).mark_rule(color=ink(), clip=True).encode(
         y=y, x=alt.X(f"{column}_low:Q", scale=scale), x2=f"{column}_high:Q",
         tooltip=[alt.Tooltip("configuration:N"), alt.Tooltip("spread:Q", title="±", format=".0%")],
     )  # fmt: skip

@@ -5,6 +5,7 @@ that tells a stall within the noise from one at zero, and stall colours apart fo
 from __future__ import annotations
 
 import itertools
+from types import SimpleNamespace
 
 import pandas as pd
 import pytest
@@ -150,3 +151,22 @@ def test_an_interval_far_past_the_bars_is_cut_at_the_edge_not_drawn_whole() -> N
     narrow_spec = _stalls.breakdown_chart(narrow, "share").to_dict()
     assert narrow_spec["layer"][0]["encoding"]["x"]["scale"]["domain"][1] <= 1.5
     assert not [layer for layer in narrow_spec["layer"] if layer["mark"]["type"] == "point"]  # none cut
+
+
+@pytest.mark.parametrize(("theme", "expected"), [("dark", _stalls.DARK_INK), ("light", _stalls.LIGHT_INK),
+                                                 (None, _stalls.LIGHT_INK)])  # fmt: skip
+def test_names_and_intervals_are_drawn_in_the_readers_theme_text_colour(monkeypatch, theme, expected) -> None:
+    # a fixed dark grey left the bar names and the intervals unreadable on the dark theme
+    monkeypatch.setattr(_stalls.st, "context", SimpleNamespace(theme=SimpleNamespace(type=theme)))
+    frame = views.breakdown.stall_long_frame(pd.DataFrame([RESOLVED, NOISY]), "seconds")
+    frame = frame.assign(error_low=frame["value"] * 0.9, error_high=frame["value"] * 1.1)
+    layers = _stalls.breakdown_chart(frame, "seconds").to_dict()["layer"]
+    marks = [layer["mark"] for layer in layers]
+    inked = {mark["type"]: mark.get("color") for mark in marks if mark["type"] in ("text", "rule")}
+    assert inked == {"text": expected, "rule": expected}
+
+
+def test_a_dark_theme_set_in_the_servers_configuration_inks_the_charts_light(monkeypatch) -> None:
+    monkeypatch.setattr(_stalls.st, "context", SimpleNamespace(theme=SimpleNamespace(type="light")))
+    monkeypatch.setattr(_stalls.st, "get_option", lambda name: "dark" if name == "theme.base" else None)
+    assert _stalls.ink() == _stalls.DARK_INK
