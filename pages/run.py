@@ -12,6 +12,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
+from pages._run_data import data_fields
 from pages._run_model import model_field, number_field, target_field
 from pages._shared import (
     STATUS_ICONS,
@@ -36,7 +37,6 @@ from stash_core.userfiles import folder_problem
 from stash_core.views.common import STALL_LABELS, in_page_words, plain, processes_text
 from stash_core.views.run_form import (
     FIRST_BATCH_SIZE,
-    FIRST_SYNTHETIC_IMAGES,
     RUN_PAGE_WORDS,
     RunForm,
     carried_stalls,
@@ -44,11 +44,6 @@ from stash_core.views.run_form import (
 )
 
 POLL_S = 1.0
-DATA_SOURCES = {
-    "synthetic": "Synthetic images (JPEG files made once)",
-    "dataset": "A data set folder (one sub-folder per class)",
-    "none": "None (batches made on the device: compute and interconnect only)",
-}
 PLACES = {"local": "This machine", "hosts": "Remote hosts (SSH)", "cluster": "Emulated cluster"}
 
 
@@ -94,9 +89,8 @@ def profile_form(running: list[JobState]) -> None:
             help="GPUs per machine; on a CPU-only machine, worker processes",
         )
         nodes = number_field(cols[2], "Machines (nodes)", "nodes", key="run-nodes")
-        data_source = st.radio("Data", list(DATA_SOURCES), format_func=DATA_SOURCES.get, key="run-data",
-                               persist_state="session")
-        real = data_source != "none"
+        data = data_fields()
+        real = data["data_source"] != "none"
         # A key per setup: a choice of stalls stays while the setup stays (a keyed widget would keep its first
         # default); a new setup starts from the last choice, with what it can and cannot measure.
         setup, key = (workers, nodes, real), f"run-stalls-{min(workers, 2)}-{min(nodes, 2)}-{int(real)}"
@@ -111,14 +105,6 @@ def profile_form(running: list[JobState]) -> None:
             "Find unused parameters every step", key="run-unused", persist_state="session",
             help="DDP's find_unused_parameters: for a model that uses some parameters on some steps only",
         )  # fmt: skip
-        synthetic_images, dataset = FIRST_SYNTHETIC_IMAGES, ""
-        if data_source == "synthetic":
-            synthetic_images = number_field(
-                st, "Number of images", "synthetic_images", FIRST_SYNTHETIC_IMAGES, key="run-images"
-            )
-        elif data_source == "dataset":
-            dataset = st.text_input("Data set folder", placeholder="/data/imagenet/train", key="run-dataset",
-                                    persist_state="session")
         cols = st.columns(5)
         input_shape = cols[0].text_input(
             "Input shape",
@@ -171,9 +157,7 @@ def profile_form(running: list[JobState]) -> None:
         workers=workers,
         nodes=nodes,
         stalls=list(stalls or []),
-        data_source=data_source,
-        synthetic_images=synthetic_images,
-        dataset=dataset,
+        **data,
         input_shape=input_shape,
         find_unused_parameters=bool(find_unused),
         iterations=iterations.strip() or "auto",

@@ -36,6 +36,8 @@ FIELD_MESSAGES = {
     "stalls/empty": "Stalls: pick at least one stall to measure",
     "stalls/unknown": "Stalls: unknown {value}",
     "synthetic_images": "Number of images must be a whole number of at least 1",
+    "image_px": "Image side (px) must be a whole number from 8 to 8192",
+    "loader_workers": "Loader processes per worker must be a whole number of at least 0",
     "dataset/missing": "Data set: no folder {value}",
     "num_classes": "Classes must be a whole number of at least 1",
     "iterations": "Iterations: 'auto' or a whole number of at least 2",
@@ -55,6 +57,7 @@ FIELD_LABELS = {
     "batch_size": "Batch size", "workers_per_node": "Workers", "nodes": "Nodes",
     "synthetic_images": "Synthetic images", "num_classes": "Classes", "iterations": "Iterations",
     "max_phase_s": "Time limit per phase (s)", "target_relative_ci": "Target interval (± %)",
+    "image_px": "Image side (px)", "loader_workers": "Loader processes per worker",
 }  # fmt: skip
 # A finished or failed profile's words on the Run page: `stash profile`'s options as the form's fields, the
 # longest first (views.common.in_page_words); those it has no field for are named by RUN_PAGE_LACKS.
@@ -63,7 +66,8 @@ RUN_PAGE_WORDS = {
     "--target-ci": "Target interval", "--data-dir": "Folder of the data it reads",
     "--iterations": "Iterations per phase", "--workers": "Workers per machine", "--nodes": "Machines (nodes)",
     "--batch-size": "Batch size (per worker)", "--synthetic-images": "Number of images",
-    "--input-shape": "Input shape", "--dataset": "Data set folder",
+    "--input-shape": "Input shape", "--dataset": "Data set folder", "--image-px": "Image side (px)",
+    "--loader-workers": "Loader processes per worker",
     PAIRED_OFF_HINT: "",  # the command's way out, which this page has no field for
 }  # fmt: skip
 RUN_PAGE_LACKS = ("--launches", "--max-iterations", "--threads-per-worker")
@@ -101,7 +105,9 @@ class RunForm:
     stalls: list[str] = field(default_factory=lambda: default_stalls(1, 1))  # the defaults' 1 worker, 1 node
     data_source: str = "synthetic"  # synthetic (generated JPEG files) | dataset (a folder) | none
     synthetic_images: int = FIRST_SYNTHETIC_IMAGES
+    image_px: int = default_of("image_px")  # the side of the generated images
     dataset: str = ""
+    loader_workers: int = default_of("loader_workers")  # DataLoader processes per worker, for real data
     input_shape: str = ""
     num_classes: int | None = None
     find_unused_parameters: bool = False  # DDP's, for a model that uses some parameters on some steps only
@@ -326,11 +332,12 @@ def _model(text: str, base: Path) -> str:
 def _data(form: RunForm, base: Path) -> dict:
     """The data set fields of the spec for the form's data source."""
     if form.data_source == "synthetic":
-        return {"synthetic_images": form.synthetic_images}
+        return {"synthetic_images": form.synthetic_images, "image_px": form.image_px,
+                "loader_workers": form.loader_workers}  # fmt: skip
     if form.data_source == "dataset":
         if not form.dataset.strip():
             raise UsageError("Data set: give the folder of the data set (one sub-folder per class)")
-        return {"dataset": _absolute(form.dataset, base)}
+        return {"dataset": _absolute(form.dataset, base), "loader_workers": form.loader_workers}
     if form.data_source != "none":
         raise UsageError(f"unknown data source {form.data_source!r}")
     if any(stall in ("cpu", "disk") for stall in form.stalls):

@@ -235,7 +235,8 @@ def test_run_form_offers_the_specs_bounds_and_defaults(empty_db: Path) -> None:
     app = open_page("Run")
     assert not app.exception
     fields = {"run-batch": "batch_size", "run-workers": "workers_per_node", "run-nodes": "nodes",
-              "run-images": "synthetic_images", "run-maxs": "max_phase_s"}  # fmt: skip
+              "run-images": "synthetic_images", "run-maxs": "max_phase_s", "run-image-px": "image_px",
+              "run-loader": "loader_workers"}  # fmt: skip
     for key, attr in fields.items():
         field = app.number_input(key=key)
         low, high = number_range(attr)

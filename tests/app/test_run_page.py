@@ -44,6 +44,35 @@ def test_the_defaults_start_a_profile_that_measures_what_one_worker_can(empty_db
                         "--synthetic-images", "512"]]  # fmt: skip
 
 
+def test_the_readmes_first_profile_can_be_made_in_the_form(empty_db, started):
+    # the README's example generates 64 px images; the form had no field for their size (256 px then)
+    app = _page(empty_db)
+    app.selectbox(key="run-zoo-model").set_value("resnet10").run()
+    for key, value in {"run-batch": 16, "run-workers": 2, "run-images": 256, "run-image-px": 64,
+                       "run-loader": 1, "run-maxs": 40, "run-target": 10.0}.items():  # fmt: skip
+        app.number_input(key=key).set_value(value).run()
+    app.text_input(key="run-shape").input("3,32,32").run()
+    app = _start(app)
+    assert not app.exception and not app.error
+    args = started[0]
+    options = dict(zip(args[::2], args[1::2]))
+    assert options["--image-px"] == "64" and options["--synthetic-images"] == "256"
+    assert options["--loader-workers"] == "1" and options["--input-shape"] == "3,32,32"
+
+
+def test_a_data_set_folder_takes_loader_processes_and_no_image_size(empty_db, started, tmp_path):
+    data = tmp_path / "data"
+    (data / "cats").mkdir(parents=True)
+    app = _page(empty_db)
+    app.radio(key="run-data").set_value("dataset").run()
+    assert not [field for field in app.number_input if field.key == "run-image-px"]
+    app.text_input(key="run-dataset").set_value(str(data)).run()
+    app.number_input(key="run-loader").set_value(0).run()
+    app = _start(app)
+    assert not app.exception and not app.error
+    assert "--loader-workers" in started[0] and "--image-px" not in started[0]
+
+
 def test_a_stall_the_setup_cannot_measure_is_refused_in_the_form(empty_db, started):
     app = _page(empty_db)
     app.get("button_group")[0].set_value(["compute", "interconnect"]).run()
@@ -59,6 +88,8 @@ def test_a_stall_the_setup_cannot_measure_is_refused_in_the_form(empty_db, start
         ("run-batch", -4, "Batch size must be a whole number of at least 1"),
         ("run-maxs", 0, "Time limit per phase must be positive"),
         ("run-images", 0, "Number of images must be a whole number of at least 1"),
+        ("run-image-px", 4, "Image side (px) must be a whole number from 8 to 8192"),
+        ("run-loader", -1, "Loader processes per worker must be a whole number of at least 0"),
         ("run-workers", 100_000, "Workers: must be at most 1,024"),  # the field, not the flag --workers
     ],
 )
