@@ -105,7 +105,7 @@ def profile_form(running: list[JobState]) -> None:
             "Find unused parameters every step", key="run-unused", persist_state="session",
             help="DDP's find_unused_parameters: for a model that uses some parameters on some steps only",
         )  # fmt: skip
-        cols = st.columns(5)
+        cols = st.columns(3) + st.columns(3)  # two rows: five fields in one were cut at 800 px
         input_shape = cols[0].text_input(
             "Input shape",
             placeholder="3,224,224",
@@ -120,10 +120,10 @@ def profile_form(running: list[JobState]) -> None:
             persist_state="session",
             help="'auto': until the 95% interval is within the target; or a number",
         )
-        target_ci_pct = target_field(cols[2])
-        max_phase_s = number_field(cols[3], "Time limit per phase (s)", "max_phase_s", key="run-maxs")
-        device = cols[4].selectbox("Device", ["auto", "cpu", "cuda"], key="run-device",
+        device = cols[2].selectbox("Device", ["auto", "cpu", "cuda"], key="run-device",
                                    persist_state="session")
+        target_ci_pct = target_field(cols[3])
+        max_phase_s = number_field(cols[4], "Time limit per phase (s)", "max_phase_s", key="run-maxs")
         cols = st.columns(2)
         instance = cols[0].text_input(
             "Instance label", max_chars=MAX_NAME_CHARS, placeholder="e.g. p3.8xlarge or my-laptop",
@@ -142,7 +142,10 @@ def profile_form(running: list[JobState]) -> None:
             ssh_key = cols[2].text_input("SSH key file", placeholder="~/.ssh/id_ed25519", key="run-ssh-key",
                                          persist_state="session")
         elif where == "cluster":
-            st.caption("Runs across the emulated cluster made with `sudo stash cluster up` (namespaces).")
+            more = "" if nodes >= 2 else " It takes Machines (nodes) 2 or more: one alone is this machine."
+            st.caption(
+                f"Runs across the emulated cluster made with `sudo stash cluster up` (namespaces).{more}"
+            )
         busy = busy_notice(running)
         start = st.button(
             "Start profile", type="primary", disabled=busy, icon=":material/play_arrow:", key="run-start"

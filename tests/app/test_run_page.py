@@ -302,3 +302,11 @@ def test_a_database_the_profile_would_refuse_is_refused_before_a_job_exists(tmp_
     script = ["--script", str(tmp_path / "train.py"), "--data-dir", str(data), "--", "--epochs", "1"]
     said = profile_refusal(script, data / "in.duckdb") or ""
     assert said.startswith(f"--db {data / 'in.duckdb'} is inside --data-dir {data}"), said
+
+
+def test_choosing_the_emulated_cluster_says_at_once_that_it_takes_two_machines(empty_db, started):
+    app = _page(empty_db)
+    app.radio(key="run-where").set_value("cluster").run()
+    assert any("It takes Machines (nodes) 2 or more" in caption.value for caption in app.caption)
+    app.number_input(key="run-nodes").set_value(2).run()
+    assert not any("It takes Machines (nodes)" in caption.value for caption in app.caption)
