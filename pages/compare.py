@@ -155,10 +155,11 @@ def main() -> None:
     choices = load(views.compare.compare_choices)
     if choices.empty:
         st.info(
-            "No completed runs to compare yet. Profile the same model and batch size on two instances "
-            "(label each with --instance), or import the examples on the Overview.",
+            "No completed runs to compare yet. Profile the same model and batch size on two instances, each "
+            "named in the Run page's Instance label, or import the examples on the Overview.",
             icon=":material/info:",
         )
+        st.page_link("pages/run.py", label="Go to the Run page", icon=":material/play_circle:")
         st.page_link("pages/overview.py", label="Go to the Overview", icon=":material/dashboard:")
         return
     # Each job is picked by what it is, not by its place in the list: the list's order follows the data, and

@@ -28,6 +28,12 @@ from stash_core.views.models import FEATURE_LABELS
 PUBLISHED = "Habitat 11.8% across GPUs, Srifty 8%, dPRO and Ceer under 5%, Lumos 3.3%"
 
 
+def first_steps() -> None:
+    """Where the profiles the models are fitted to can be made, or found."""
+    st.page_link("pages/run.py", label="Go to the Run page", icon=":material/play_circle:")
+    st.page_link("pages/overview.py", label="Go to the Overview", icon=":material/dashboard:")
+
+
 def load_report(by_batch_size: bool) -> FitReport:
     with st.spinner("Fitting stall models…"):
         return load(views.models.fit_report, by_batch_size)
@@ -260,8 +266,11 @@ def main() -> None:
     report = load_report(by_batch_size)
     if report.observations.empty:
         empty_state(
-            "No measured interconnect or network stalls yet. Profile a family of models, for example "
-            "`stash campaign --family resnet --depths 10,12,16,18,34,50 --workers 2`, then come back."
+            "No measured interconnect or network stalls yet. The models are fitted to profiles of several "
+            "models, each with 2 or more workers or machines: start them on the Run page one at a time, or "
+            "all at once with `stash campaign --family resnet --depths 10,12,16,18,34,50 --workers 2`. The "
+            "examples on the Overview hold a few.",
+            first_steps,
         )
         return
     stalls = views.models.fitted_stalls(report)

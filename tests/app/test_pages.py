@@ -87,6 +87,16 @@ def test_every_page_renders_on_an_empty_database(empty_db: Path, title: str) -> 
     assert not empty_db.exists()  # looking never creates the database
 
 
+@pytest.mark.parametrize("title", ["Compare instances", "Models"])
+def test_an_empty_page_says_where_in_the_dashboard_to_make_what_it_shows(empty_db: Path, title: str) -> None:
+    # it named command-line flags alone ("label each with --instance")
+    app = open_page(title)
+    said = " ".join(info.value for info in app.info)
+    assert "Run page" in said and "--instance" not in said
+    links = [link.proto.page for link in app.get("page_link")]
+    assert "run" in links, links
+
+
 @pytest.mark.parametrize("title", list(PAGES))
 def test_every_page_renders_on_a_populated_database(populated_db: Path, title: str) -> None:
     app = open_page(title)
