@@ -230,10 +230,16 @@ def points_view(report: FitReport, stall: str, group: dict, feature: str, points
 def fits_table(report: FitReport, stall: str, group: dict) -> None:
     st.subheader("Fits and held-out errors")
     table = views.models.models_table(report, stall, group)
+    shown = views.models.without_empty_figures(table)
     show_table(
-        table,
+        shown,
         column_config={
             "best": st.column_config.CheckboxColumn("best"),
+            # "model" beside "models" read as the network profiled: it is the fitted formula
+            "model": st.column_config.TextColumn(
+                "fit", help="the formula fitted: linear in a count, or alpha-beta (a link's wire time scaled)"
+            ),
+            "models": st.column_config.NumberColumn("models profiled", help="different models in the points"),
             "r2": st.column_config.TextColumn("R²"),
             # Short headings (the table fits the page), the whole name on hovering them.
             "lomo_mape": st.column_config.TextColumn("error, model out", help="leave-one-model-out MAPE"),
@@ -243,8 +249,10 @@ def fits_table(report: FitReport, stall: str, group: dict) -> None:
         },
     )
     st.caption(
-        "A fit needs at least its parameters plus two profiles (of different models): with fewer it reads "
-        "“not enough profiles (n of m needed)” and is never the best."
+        "A fit needs at least its parameters plus two profiles (of different models): with fewer its figures "
+        "read – , its note says “not enough profiles (n of m needed)”, and it is never the best."
+        + ("" if len(shown.columns) == len(table.columns) else " Columns without a figure in any row are "
+           "left out here; the download has them.")
     )
     download_buttons(table, f"{stall}_fits", "models-fits", parquet=False)
     median_error, configurations = views.models.median_best_error(report)

@@ -110,7 +110,8 @@ def models_table(report: FitReport, stall: str, group: dict[str, Any]) -> pd.Dat
     leave-one-model-out error, then those without.
 
     R² and the errors are text ("0.987", "3.2%", "–" when unknown, never None); a fit from fewer points than
-    its parameters plus two shows "not enough profiles (n of m needed)" in every figure column."""
+    its parameters plus two has "–" in every figure column and its note starts "not enough profiles (n of m
+    needed)" (said in each figure column, it made every such row eight lines tall at 1400 px)."""
     summary = report.summary()
     label = report.models_for(stall, group)[0].group_label
     rows = summary[(summary["stall"] == stall) & (summary["group"] == label)]
@@ -121,14 +122,22 @@ def models_table(report: FitReport, stall: str, group: dict[str, Any]) -> pd.Dat
     short = rows["shortfall"].fillna("").astype(str)
     for column, spec in (("r2", ".3f"), ("lomo_mape", ".1%"), ("lobo_mape", ".1%")):
         values = zip(short, rows[column], strict=True)
-        table[column] = [text or _figure(value, spec) for text, value in values]
+        table[column] = [MISSING_FIGURE if text else _figure(value, spec) for text, value in values]
     if "coefficients" in table:  # a fit from too few points stands for nothing: no figures, as `stash fit`
         table["coefficients"] = ["" if text else value for text, value in zip(short, table["coefficients"],
                                                                                 strict=True)]  # fmt: skip
-    notes = (_without(note, text) for note, text in zip(rows["note"], short, strict=True))
+    notes = (_shortfall_first(note, text) for note, text in zip(rows["note"], short, strict=True))
     table["note"] = [note.replace(CLI_ALPHA_BETA, PAGE_ALPHA_BETA) for note in notes]  # the page's own words
     table["best"] = table["best"].astype(bool)
     return table.reset_index(drop=True)
+
+
+def without_empty_figures(table: pd.DataFrame) -> pd.DataFrame:
+    """The fits table less the figure columns with no figure in any row (every fit short of profiles): left
+    in, their dashes took the width the notes that say why needed."""
+    empty = [column for column in ("r2", "lomo_mape", "lobo_mape", "coefficients")
+             if column in table and table[column].astype(str).isin([MISSING_FIGURE, ""]).all()]  # fmt: skip
+    return table.drop(columns=empty)
 
 
 def group_shortfall(report: FitReport, stall: str, group: dict[str, Any]) -> str:
@@ -136,15 +145,18 @@ def group_shortfall(report: FitReport, stall: str, group: dict[str, Any]) -> str
     return report.shortfall(stall, group)
 
 
+MISSING_FIGURE = "–"
+
+
 def _figure(value: Any, spec: str) -> str:
     number = finite_float(value)
-    return "–" if number is None else format(number, spec)
+    return MISSING_FIGURE if number is None else format(number, spec)
 
 
-def _without(note: Any, shortfall: str) -> str:
-    """A fit's note without its shortfall (the figure columns say it already)."""
+def _shortfall_first(note: Any, shortfall: str) -> str:
+    """A fit's note with its shortfall, if it has one, said first and once."""
     parts = [part for part in str(note or "").split("; ") if part and part != shortfall]
-    return "; ".join(parts)
+    return "; ".join([shortfall, *parts] if shortfall else parts)
 
 
 def median_best_error(report: FitReport) -> tuple[float | None, int]:

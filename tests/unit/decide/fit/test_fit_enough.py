@@ -91,8 +91,10 @@ def test_the_models_table_shows_figures_as_text_never_none(tmp_path: Path) -> No
     for column in ("r2", "lomo_mape", "lobo_mape"):
         assert all(isinstance(value, str) and value and value != "None" for value in table[column])
     short = table[table["model"] == "linear: bytes"].iloc[0]  # 2 parameters, 3 models: one short
-    assert short["r2"] == "not enough profiles (3 of 4 needed, each of a different model)"
-    assert not short["best"] and "not enough profiles" not in short["note"]
+    # said once, first in the note; in each figure column it made every such row eight lines tall
+    assert (short["r2"], short["lomo_mape"], short["lobo_mape"]) == ("–", "–", "–")
+    assert short["note"].startswith("not enough profiles (3 of 4 needed, each of a different model)")
+    assert short["note"].count("not enough profiles") == 1 and not short["best"]
     assert short["coefficients"] == ""  # as `stash fit` shows none: its figures were shown beside the words
     assert views.models.group_shortfall(report, "interconnect", group).startswith(
         "not enough profiles (3 of 4"
@@ -141,3 +143,14 @@ def test_the_residuals_table_leaves_out_a_model_the_summary_calls_unfitted(tmp_p
     summary, _, residuals = capsys.readouterr().out.partition("residual_s")
     assert "linear: bytes+tensors+layers" in summary and "not enough profiles (5 of 6 needed" in summary
     assert "linear: bytes+tensors " in residuals and "bytes+tensors+layers" not in residuals
+
+
+def test_figure_columns_without_a_figure_in_any_row_are_left_out_of_the_pages_table(tmp_path: Path) -> None:
+    report = fit_stall_models(family_db(tmp_path, ["m1", "m2"]))  # every fit is short of profiles
+    table = views.models.models_table(report, "interconnect", report.groups("interconnect")[0])
+    shown = views.models.without_empty_figures(table)
+    assert not {"r2", "lomo_mape", "lobo_mape", "coefficients"} & set(shown.columns)
+    assert shown["note"].str.startswith("not enough profiles").all()
+    fuller = fit_stall_models(family_db(tmp_path / "more", ["m1", "m2", "m3", "m4", "m5"]))
+    table = views.models.models_table(fuller, "interconnect", fuller.groups("interconnect")[0])
+    assert "r2" in views.models.without_empty_figures(table).columns
