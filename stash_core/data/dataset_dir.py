@@ -140,7 +140,8 @@ def scan_class_folders(
     labels: list[int] = []
     owners: dict[str, str] = {}  # each real folder walked -> the class folder it was found in
     for label, class_name in enumerate(classes):
-        class_files = sorted(p for p in _files_under(root / class_name, owners) if p.suffix.lower() in wanted)
+        under = _files_under(root / class_name, owners, wanted)
+        class_files = sorted(p for p in under if p.suffix.lower() in wanted)
         for path in class_files:
             _refuse_a_special_file(path, kind)
         if not class_files and len(classes) > 1:  # refused, as ImageFolder does: a class never seen
@@ -198,12 +199,13 @@ def _listed(folder: Path) -> list[Path]:
         raise _cannot_list(folder, exc) from exc
 
 
-def _files_under(folder: Path, owners: dict[str, str]) -> list[Path]:
+def _files_under(folder: Path, owners: dict[str, str], wanted: set[str]) -> list[Path]:
     """Every file under `folder`, at any depth, links to folders followed (as torchvision's ImageFolder
     and --data-dir's walk follow them), each real folder once (a loop is not walked round). A sub-folder
     that cannot be listed is refused: skipped quietly (as rglob does), its images would vanish while its
-    class still counts. A real folder another class folder already holds (`owners`: real folder -> class
-    folder) is refused: a link back to the data set gave one class another's images, counted twice."""
+    class still counts. A real folder with samples (`wanted` suffixes) that another class folder already
+    holds (`owners`: real folder -> class folder) is refused: a link back to the data set gave one class
+    another's images, counted twice. One without samples (shared notes, an empty folder) is taken."""
 
     def refuse(exc: OSError) -> None:
         raise _cannot_list(exc.filename or folder, exc) from exc
@@ -214,7 +216,8 @@ def _files_under(folder: Path, owners: dict[str, str]) -> list[Path]:
         if real in seen:
             folders[:] = []  # a loop, or a folder linked twice: its files are counted once
             continue
-        if owners.setdefault(real, folder.name) != folder.name:
+        samples = any(Path(name).suffix.lower() in wanted for name in names)
+        if owners.setdefault(real, folder.name) != folder.name and samples:
             raise UsageError(f"folder {one_line(parent)} of the data set is in class folder "
                              f"{one_line(folder.name)!r} and in {one_line(owners[real])!r} (through a link): "
                              "a sample has one class; remove the link")  # fmt: skip

@@ -78,6 +78,18 @@ def test_a_linked_sub_folder_of_a_class_is_followed_once_and_a_loop_not_walked_r
     assert sorted(cats) == ["a.jpg", "b.jpg"]
 
 
+def test_a_folder_without_samples_linked_from_two_classes_is_taken(tmp_path: Path) -> None:
+    """Shared notes linked into every class folder were refused as if one class held another's images."""
+    root = _tree(tmp_path / "set")
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "README.txt").write_text("how the images were taken")
+    for class_name in ("cats", "dogs"):
+        (root / class_name / "notes").symlink_to(notes)
+    _, files, _ = scan_class_folders(root, [".jpg"], "image")
+    assert sorted(p.name for p in files) == ["a.jpg", "a.jpg", "b.jpg", "b.jpg"]
+
+
 @pytest.mark.parametrize("into", ["the set", "another class"])
 def test_a_link_into_another_class_is_refused_not_counted_twice(tmp_path: Path, into: str) -> None:
     """A link in cats/ to the data set's own folder took the dogs' images in as cats too: "epoch of 112
