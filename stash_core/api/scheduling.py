@@ -22,6 +22,7 @@ from stash_core.api.results import Schedule
 from stash_core.errors import UsageError
 from stash_core.pathargs import db_named_by, path_argument, refuse_overwrite, required_path
 from stash_core.sched import defaults
+from stash_core.sched_names import SYNTHETIC_TRACE
 from stash_core.spec_parse import Number, count, empty_item, positive_real
 
 YEAR_S = 365 * 86400.0
@@ -214,7 +215,7 @@ def _jobs(
         frame = synthetic_trace(jobs_count, seed, list(defaults.MODELS), gap_s, arrivals)
     jobs = jobs_from_frame(frame, db_path, "synthetic trace")
     kind = "Philly-like" if generator == "philly" else "synthetic"
-    return jobs, f"{kind}({len(jobs)} jobs, seed {seed}, {arrivals} arrivals)", "synthetic"
+    return jobs, f"{kind}({len(jobs)} jobs, seed {seed}, {arrivals} arrivals)", SYNTHETIC_TRACE
 
 
 def _check_label(label: object) -> None:

@@ -14,9 +14,10 @@ import csv
 from pathlib import Path
 
 from stash_core.errors import UsageError
+from stash_core.sched_names import TRACE_FORMATS
 from stash_core.userfiles import read_user_bytes
 
-FORMATS = ("tiresias", "philly", "pai2020", "helios")
+FORMATS = TRACE_FORMATS
 SNIFF_BYTES = 64 * 1024  # enough for any header line of these formats
 MAX_TRACE_BYTES = 2 * 1024**3  # Philly's cluster_job_log is about 0.5 GB; a FIFO or /dev/zero never ends
 

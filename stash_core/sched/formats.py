@@ -39,9 +39,10 @@ from stash_core.sched.helios import helios_frame
 from stash_core.sched.pai import read_pai
 from stash_core.sched.philly import philly_frame
 from stash_core.sched.trace import TraceJob, jobs_from_frame
+from stash_core.sched_names import TRACE_FORMATS
 from stash_core.userfiles import read_user_json, read_user_text
 
-FORMATS = ("tiresias", "philly", "pai2020", "helios")
+FORMATS = TRACE_FORMATS
 
 
 def load_trace(path: Path, db_path: Path | None = None, fmt: str = "tiresias") -> list[TraceJob]:

@@ -40,9 +40,8 @@ import math
 from dataclasses import dataclass
 
 from stash_core.errors import UsageError
+from stash_core.sched_names import POLICIES
 
-POLICIES = ("fifo", "sjf", "las", "fifo-consolidate", "consolidate", "spread", "delay", "network-delay",
-            "network-preempt")  # fmt: skip
 # one line each, for --help, the page and docs/scheduling.md
 DEFINITIONS = {
     "fifo": "arrival order, start anywhere; the head of the queue blocks everyone behind it",

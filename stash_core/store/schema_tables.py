@@ -289,12 +289,12 @@ SIMULATIONS = RelationDoc(
     table(
         """
         simulation_id | | the simulation: `sim-<UTC time>-<hex>`, shared by its policies' rows
-        policy | | scheduling policy, e.g. `consolidate`, `spread`, `delay`, `network-delay`, `fifo`, `sjf`,
-            `las`
+        policy | | scheduling policy, one of `fifo`, `sjf`, `las`, `fifo-consolidate`, `consolidate`, `spread`,
+            `delay`, `network-delay`, `network-preempt`
         created_at | UTC | when the simulation was run
         trace | | the trace: a file name, or `synthetic(N jobs, seed S)`
-        trace_format | | format the trace was read in, e.g. `tiresias`, `philly`, `pai2020`, `helios`,
-            `synthetic`
+        trace_format | | format the trace was read in, one of `tiresias`, `philly`, `pai2020`, `helios`,
+            `synthetic` (a generated trace)
         jobs | | jobs simulated
         switches | | switches of the simulated cluster
         nodes_per_switch | | nodes under each switch

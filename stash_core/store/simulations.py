@@ -27,6 +27,7 @@ from stash_core.results.values import (
     in_the_future,
     stored_moment,
 )
+from stash_core.sched_names import POLICIES, SYNTHETIC_TRACE, TRACE_FORMATS
 from stash_core.store.connection import STORING, connect
 from stash_core.store.rollback import rollback_if_open
 from stash_core.terminal import unsafe_character
@@ -65,6 +66,7 @@ def simulation_rows(doc: dict[str, Any], source_file: str | None = None) -> list
         raise UsageError(f"{DOCUMENT}: policies must be a list")
     created = _created_at(_field(doc, "created_at"))
     texts = [_text(_field(doc, key), key) for key in ("trace", "trace_format")]
+    _one_of(texts[1], "trace_format", (*TRACE_FORMATS, SYNTHETIC_TRACE))
     tuning, version_text = (_text(doc.get(key), key, optional=True) for key in ("tuning", "stash_version"))
     sizes = {"jobs": _field(doc, "jobs"), **{f"cluster.{name}": _field(cluster, name, "cluster") for name in
                                           _CLUSTER_SIZES}}  # fmt: skip
@@ -119,6 +121,12 @@ def _text(value: Any, where: str, optional: bool = False) -> str | None:
     if character:
         raise UsageError(f"{DOCUMENT}: {where} holds the control character {character}")
     return value
+
+
+def _one_of(value: str, where: str, names: tuple[str, ...]) -> None:
+    """A name the simulator gives (a policy, a trace format): another was stored and shown as its own."""
+    if value not in names:
+        raise UsageError(f"{DOCUMENT}: {where} is {_shown(value)}; expected one of {', '.join(names)}")
 
 
 def _check_series(value: Any, where: str, width: int) -> None:
@@ -315,6 +323,7 @@ def _check_policy_names(policies: list) -> None:
         if not isinstance(name, str) or not name.strip():
             raise UsageError(f"{DOCUMENT}: policies[{index}].policy is {_shown(name)}; expected a name")
         names.append(_text(name, f"policies[{index}].policy"))
+        _one_of(name, f"policies[{index}].policy", POLICIES)
     twice = sorted({name for name in names if names.count(name) > 1})
     if twice:
         raise UsageError(f"{DOCUMENT}: policy {twice[0]!r} is given twice")

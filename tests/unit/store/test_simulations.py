@@ -41,7 +41,10 @@ def test_a_simulation_is_stored_once_with_a_row_per_policy(tmp_path):
 @pytest.mark.parametrize(
     "change, message",
     [({"kind": "other"}, "not a simulation"), ({"cluster": {}}, "missing field cluster.switches"),
-     ({"policies": []}, "no policies")],
+     ({"policies": []}, "no policies"),
+     # names the simulator never gives were stored and shown as its own
+     ({"trace_format": "slurm"},
+      "trace_format is 'slurm'; expected one of tiresias, philly, pai2020, helios, synthetic")],
 )  # fmt: skip
 def test_bad_documents_are_refused_and_store_nothing(tmp_path, change, message):
     db = tmp_path / "r.duckdb"
@@ -187,3 +190,16 @@ def test_a_simulation_file_is_checked_as_a_run_file_is_and_said_in_words(tmp_pat
         ingest_simulation(db, _changed(change))
     assert "\n" not in str(refused.value) and "object is not" not in str(refused.value)
     assert simulations_frame(db).empty
+
+
+def test_a_policy_the_simulator_does_not_have_is_refused(tmp_path):
+    db, document = tmp_path / "r.duckdb", doc()
+    document["policies"][1]["policy"] = "quantum"
+    with pytest.raises(UsageError, match=r"policies\[1\]\.policy is 'quantum'; expected one of fifo, sjf"):
+        ingest_simulation(db, document)
+    assert simulations_frame(db).empty
+
+
+def test_a_simulation_of_a_generated_trace_is_stored(tmp_path):
+    db = tmp_path / "r.duckdb"
+    assert ingest_simulation(db, {**doc(), "trace_format": "synthetic"}) is True
