@@ -21,4 +21,5 @@ def test_the_database_documentation_names_every_policy_and_trace_format() -> Non
     policy_row = next(line for line in lines if line.startswith("| `policy` |"))
     format_row = next(line for line in lines if line.startswith("| `trace_format` |"))
     assert all(f"`{name}`" in policy_row for name in sched_names.POLICIES)
-    assert all(f"`{name}`" in format_row for name in (*sched_names.TRACE_FORMATS, sched_names.SYNTHETIC_TRACE))
+    trace_formats = (*sched_names.TRACE_FORMATS, sched_names.SYNTHETIC_TRACE)
+    assert all(f"`{name}`" in format_row for name in trace_formats)
