@@ -136,9 +136,10 @@ def format_recommendation(result: Recommendation, show_all: bool = False) -> str
         within_s = None if budget_h is None else budget_h * 3600
         lines += [_option_line(row, within_s, config_w) for row in records]
         lines.append(
-            "  workers: GPUs used of each instance's GPUs; price of: the date of the catalog's price (its "
-            "source: `stash instances show NAME`); ?: not predicted, left out of the time (CPU and disk "
-            "stalls need a profile with real data; one on another GPU gives the CPU stall alone); "
+            "  workers: GPUs used of each instance's GPUs (2x: on each of 2 instances); price of: the "
+            "date of the catalog's price (its source: `stash instances show NAME`); ?: not predicted, left "
+            "out of the time (CPU and disk stalls need a profile with real data; one on another GPU gives "
+            "the CPU stall alone); "
             "±err: the held-out error of the compute path (-: compute measured); ±comm: of the "
             "communication, a share of the step; *: unvalidated error"
         )
@@ -160,8 +161,11 @@ def format_recommendation(result: Recommendation, show_all: bool = False) -> str
 
 
 def _workers(row: dict[str, Any]) -> str:
-    gpus = row.get("gpus_per_instance") or 0
-    return f"{row['workers_per_instance']}/{gpus}" if gpus else f"{row['workers_per_instance']} CPU"
+    """As predict writes it: '8/8' on one instance, '2x8/8' on two (an '8/8' there read as 8 GPUs in all)."""
+    from stash_core.decide.predict.instances import gpus_used_cell
+
+    count = int(row.get("instance_count") or 1)
+    return gpus_used_cell(count, row["workers_per_instance"], row.get("gpus_per_instance") or 0)
 
 
 def _option_line(row: dict[str, Any], within_s: float | None, config_w: int = 34) -> str:

@@ -106,6 +106,18 @@ def test_the_table_says_how_many_of_the_instances_gpus_are_used(tmp_path, capsys
     assert "one worker each (--workers-per-instance 1)" in out and "for fewer" not in out
 
 
+def test_recommend_writes_the_gpus_used_as_predict_does(tmp_path, capsys):
+    """Two instances of 8 GPUs read '8/8' in recommend's table (8 GPUs in all, to a reader), '2x8/8' in
+    predict's."""
+    status, out, _ = run(capsys, "recommend", "--model", "resnet18", "--batch-size", "8", "--epochs", "1",
+                         "--dataset-images", "100000", "--budget-hours", "100", "--instances", "p3.16xlarge",
+                         "--max-instances", "2",
+                         "--db", str(tmp_path / "x.duckdb"))  # fmt: skip
+    ranked = [line.split() for line in out.splitlines() if line.split()[:1] and line.split()[0].isdigit()]
+    rows = {words[1]: " ".join(words) for words in ranked if words[2:4] == ["x", "p3.16xlarge"]}
+    assert status == 0 and " 8/8 " in rows["1"] and " 2x8/8 " in rows["2"], rows
+
+
 def test_a_batch_near_a_gpus_memory_is_marked_in_the_table_not_only_in_the_json(tmp_path, capsys):
     """ResNet-50 at 280 needs 22.7 of a g5.xlarge's 24 GiB: its JSON row said "near the limit", its table row
     nothing."""
