@@ -279,6 +279,7 @@ class PlanRisk:
     revocation_s: float = 0.0  # the overhead each revocation cost in the simulation
     unfinished: int = 0  # runs stopped at MAX_REVOCATIONS: their cost until then is in the mean
     runs_asked: int | None = None  # more than `runs` where the work limit stopped the simulation
+    p_deadline_ci95: list[float] | None = None  # its 95% interval over the random runs; None: no revocations
 
     def text(self) -> str:
         never = (
@@ -294,7 +295,7 @@ class PlanRisk:
         if self.runs_asked and self.runs < self.runs_asked:
             runs = (f"{self.runs} of {self.runs_asked} simulated runs, at the work limit of "
                     f"{MAX_RISK_REPLANS:,} re-plans or {MAX_RISK_CLUSTERS:,} candidate clusters")  # fmt: skip
-        low, high = share_ci95(round(self.p_deadline * self.runs), self.runs)  # rate > 0: random runs
+        low, high = self.p_deadline_ci95 or share_ci95(round(self.p_deadline * self.runs), self.runs)
         return (
             f"at {self.rate_per_h:g} revocations per instance per hour ({runs}, {self.revocation_s:g} s "
             f"lost a revocation): meets the deadline in {self.p_deadline:.0%} of runs ({low:.0%} to "
@@ -329,10 +330,13 @@ def plan_risk(spot_offers: list[InstanceOffer], workload: Workload, target_loss:
         outcomes.append(outcome)
         replans += outcome["revocations"]
         clusters += outcome["clusters"]
-    return PlanRisk(rate_per_h, len(outcomes), float(np.mean([o["met"] for o in outcomes])),
+    met = sum(o["met"] for o in outcomes)
+    interval = list(share_ci95(met, len(outcomes))) if rate_per_h > 0 else None  # random runs only
+    return PlanRisk(rate_per_h, len(outcomes), met / len(outcomes),
                     float(np.mean([o["cost_usd"] for o in outcomes])),
                     float(np.mean([o["revocations"] for o in outcomes])), revocation_s,
-                    sum(not math.isfinite(o["time_s"]) for o in outcomes), runs_asked=asked)  # fmt: skip
+                    sum(not math.isfinite(o["time_s"]) for o in outcomes), runs_asked=asked,
+                    p_deadline_ci95=interval)  # fmt: skip
 
 
 def _p90(times: list[float]) -> float:

@@ -8,6 +8,8 @@ instance left (free); the re-plan rents one A again, which has 50 iterations lef
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from support import REPO
 
@@ -164,6 +166,22 @@ def test_the_risk_is_of_the_plan_as_printed_with_its_revocation_overhead(tmp_pat
     best, risk = plan.best, plan.risk
     assert best["cluster"] == "3 x g3.16xlarge + 5 x g3.8xlarge" and risk["revocation_s"] == 100
     assert risk["mean_cost_usd"] == pytest.approx(best["usd_per_h"] * (best["training_s"] - 100) / 3600)
+
+
+def test_the_risks_json_holds_the_interval_its_text_says(tmp_path):
+    """`spot` printed "22% of runs (16% to 28%, 95%)"; its JSON had the 22% alone."""
+    import shutil
+
+    import stash_core as stash
+    from stash_core.spot.simulate import PlanRisk
+
+    shutil.copy(REPO / "examples" / "workload.json", tmp_path / "w.json")
+    plan = stash.plan_spot(tmp_path / "w.json", "g3.8xlarge:5,g3.16xlarge:3", 0.8, 2700, rate_per_h=2.0,
+                           db=tmp_path / "r.duckdb")  # fmt: skip
+    low, high = plan.risk["p_deadline_ci95"]
+    assert low <= plan.risk["p_deadline"] <= high and 0 < high - low < 1
+    assert f"({low:.0%} to {high:.0%}, 95%)" in PlanRisk(**plan.risk).text()
+    assert json.loads(json.dumps(plan.to_dict()))["risk"]["p_deadline_ci95"] == [low, high]
 
 
 def test_one_simulated_run_is_said_in_the_singular():
