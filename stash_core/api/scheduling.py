@@ -268,9 +268,9 @@ def _per_job(outcomes: dict, labels: dict[str, str]) -> object:
 
     return pd.DataFrame([
         {"policy": name, "job_id": o.job.job_id, "gpus": o.job.gpus, "submit_s": o.job.submit_s,
-         "start_s": o.start_s, "finish_s": o.finish_s, "level": o.level, "nodes": o.nodes,
-         "preemptions": o.preemptions, "slowdown": o.job.slowdown, "slowdown_source": o.job.slowdown_source,
-         "label": labels[name]}
+         "start_s": o.start_s, "finish_s": o.finish_s, "queued_s": o.queued_s, "held_s": o.run_s,
+         "level": o.level, "nodes": o.nodes, "preemptions": o.preemptions, "slowdown": o.job.slowdown,
+         "slowdown_source": o.job.slowdown_source, "label": labels[name]}
         for name, result in outcomes.items() for o in result
     ])  # fmt: skip
 
