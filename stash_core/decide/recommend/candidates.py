@@ -1,13 +1,13 @@
 """The configurations to consider and the iteration time of each: measured where profiled, else predicted.
 
-Per catalog instance: every stored profile of the model at the batch size on it (any worker and node count)
-is a measured option; every other count of 1..max_instances of it (all its accelerators as workers; on a CPU
+Per catalog instance: every stored profile of the model at the batch size on it (any worker and node count) is
+a measured option; every other count of 1..max_instances of it (all its accelerators as workers; on a CPU
 machine the worker counts that were profiled) is a predicted option. A prediction takes compute, CPU and disk
 stall from a profile of the model on the same instance (or another one with the same accelerator; its CPU
-stall for this option's vCPUs per worker and step where the profile can tell, whatif.cpu_stall_elsewhere)
-and interconnect and network stall from the fitted stall models of stash_core.decide.fit. Without such a
-profile, stash_core.decide.predict predicts the whole step from the model's FLOPs and bytes and the
-instance's accelerator and links (scaled from a profile on another GPU where there is one).
+stall for this option's vCPUs per worker and step where the profile can tell, whatif.cpu_stall_elsewhere) and
+interconnect and network stall from the fitted stall models of stash_core.decide.fit. Without such a profile,
+stash_core.decide.predict predicts the whole step from the model's FLOPs and bytes and the instance's
+accelerator and links (scaled from a profile on another GPU where there is one).
 """
 
 from __future__ import annotations
@@ -46,14 +46,8 @@ from stash_core.units import finite_float
 class OptionPlanner:
     """Builds one option row per configuration; remembers why configurations could not be evaluated."""
 
-    def __init__(
-        self,
-        db_path: Path | str,
-        job: RentalJob,
-        catalog: dict[str, dict[str, Any]],
-        measured: pd.DataFrame,
-        set_aside: int = 0,
-    ) -> None:
+    def __init__(self, db_path: Path | str, job: RentalJob, catalog: dict[str, dict[str, Any]],
+                 measured: pd.DataFrame, set_aside: int = 0) -> None:  # fmt: skip
         self.db_path = db_path
         self.job = job
         self.catalog = catalog
@@ -109,8 +103,10 @@ class OptionPlanner:
             for count in range(1, max_instances + 1):
                 if (workers, count) not in seen:
                     estimate = self._predicted_estimate(name, instance, workers, count)
-                    if estimate is not None:
-                        self._add(name, instance, count, workers, estimate, price, price_status)
+                    if estimate is None:  # what stops one count stops the larger ones: said once, as predict
+                        self._span_refusal(name, count, max_instances)
+                        break
+                    self._add(name, instance, count, workers, estimate, price, price_status)
 
     def _add(self, name, instance, count, workers, estimate, price, price_status) -> None:
         if (short := no_full_step(self.job, workers * count)) is not None:
@@ -122,6 +118,12 @@ class OptionPlanner:
     def _exclude(self, reason: str) -> None:
         if reason not in self.excluded:
             self.excluded.append(reason)
+
+    def _span_refusal(self, name: str, count: int, most: int) -> None:
+        """The last refusal, of one count ('2 x NAME: ...'), said for the larger ones ('2-4 x NAME: ...')."""
+        head = f"{count} x {name}: "
+        if count < most and self.excluded and self.excluded[-1].startswith(head):
+            self.excluded[-1] = f"{count}-{most} x {name}: {self.excluded[-1].removeprefix(head)}"
 
     def _predicted_estimate(
         self, name: str, instance: dict[str, Any], workers: int, count: int

@@ -118,6 +118,17 @@ def test_recommend_writes_the_gpus_used_as_predict_does(tmp_path, capsys):
     assert status == 0 and " 8/8 " in rows["1"] and " 2x8/8 " in rows["2"], rows
 
 
+def test_recommend_says_once_what_stops_every_larger_count(tmp_path, capsys):
+    """Without a network figure 2, 3 and 4 machines are refused for one reason: three lines each (67 in all
+    over the catalog) buried the other reasons."""
+    status, out, _ = run(capsys, "recommend", "--model", "resnet18", "--batch-size", "8", "--epochs", "1",
+                         "--dataset-images", "100000", "--budget-hours", "100", "--instances",
+                         "Standard_NC12s_v3", "--max-instances", "4", "--format", "json",
+                         "--db", str(tmp_path / "x.duckdb"))  # fmt: skip
+    refused = [entry["configuration"] for entry in json.loads(out)["not_predicted"]]
+    assert status == 0 and refused == ["2-4 x Standard_NC12s_v3"]
+
+
 def test_a_batch_near_a_gpus_memory_is_marked_in_the_table_not_only_in_the_json(tmp_path, capsys):
     """ResNet-50 at 280 needs 22.7 of a g5.xlarge's 24 GiB: its JSON row said "near the limit", its table row
     nothing."""
