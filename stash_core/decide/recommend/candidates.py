@@ -13,6 +13,7 @@ accelerator and links (scaled from a profile on another GPU where there is one).
 from __future__ import annotations
 
 import functools
+import re
 from pathlib import Path
 from typing import Any
 
@@ -62,8 +63,7 @@ class OptionPlanner:
         self._report: FitReport | None = None
         self._counts: dict[str, Any] | None = None
         self._predictor: Predictor | str | None = None
-        # each (instance, workers)'s base run, asked for once per node count: found once
-        self._bases: dict[tuple[str, int], dict[str, Any] | None] = {}
+        self._bases: dict[tuple[str, int], dict[str, Any] | None] = {}  # (instance, workers)'s, found once
         self._runs: dict[str, dict[str, Any]] = {}  # base profiles' stored runs ({} if gone), read once
 
     def add_instance_options(
@@ -103,9 +103,9 @@ class OptionPlanner:
             for count in range(1, max_instances + 1):
                 if (workers, count) not in seen:
                     estimate = self._predicted_estimate(name, instance, workers, count)
-                    if estimate is None:  # what stops one count stops the larger ones: said once, as predict
-                        self._span_refusal(name, count, max_instances)
-                        break
+                    if estimate is None:
+                        self._join_counts(name, count)
+                        continue
                     self._add(name, instance, count, workers, estimate, price, price_status)
 
     def _add(self, name, instance, count, workers, estimate, price, price_status) -> None:
@@ -119,11 +119,15 @@ class OptionPlanner:
         if reason not in self.excluded:
             self.excluded.append(reason)
 
-    def _span_refusal(self, name: str, count: int, most: int) -> None:
-        """The last refusal, of one count ('2 x NAME: ...'), said for the larger ones ('2-4 x NAME: ...')."""
-        head = f"{count} x {name}: "
-        if count < most and self.excluded and self.excluded[-1].startswith(head):
-            self.excluded[-1] = f"{count}-{most} x {name}: {self.excluded[-1].removeprefix(head)}"
+    def _join_counts(self, name: str, count: int) -> None:
+        """Say the refusal of `count` instances with the count before's where the reason is the same ('2-4 x
+        NAME: ...', as predict says it): a line per count buried the other reasons."""
+        if len(self.excluded) < 2 or not self.excluded[-1].startswith(head := f"{count} x {name}: "):
+            return
+        reason = self.excluded[-1].removeprefix(head)
+        before = re.fullmatch(rf"(\d+)(?:-(\d+))? x {re.escape(name)}: (.*)", self.excluded[-2], re.DOTALL)
+        if before and int(before[2] or before[1]) == count - 1 and before[3] == reason:
+            self.excluded[-2:] = [f"{before[1]}-{count} x {name}: {reason}"]
 
     def _predicted_estimate(
         self, name: str, instance: dict[str, Any], workers: int, count: int

@@ -62,6 +62,11 @@ def test_a_recommendation(tmp_path):
 def test_a_recommendation_shows_as_a_short_line_with_its_unknown_figures_as_none(tmp_path):
     """A notebook cell ending in recommend() showed one line of some 20,000 characters (every excluded
     instance's sentence, every key of the best row); `best` mixed NaN and None for an unknown figure."""
+    from stash_core.catalog import add_instance
+
+    for index in range(12):  # instances of two GPUs and no link named: a refusal each
+        add_instance(tmp_path / "x.duckdb", name=f"two-v100-{index}", accelerator="NVIDIA V100 16 GB",
+                     accelerator_count=2, vcpus=12, on_demand_usd_per_h=3.0)  # fmt: skip
     answer = stash.recommend("resnet50", 64, 1, 100_000, budget_hours=24, db=tmp_path / "x.duckdb")
     shown = repr(answer)
     assert len(answer.excluded) > 10 and len(shown) < 2000, shown
