@@ -176,9 +176,9 @@ def summary_frame(doc: dict[str, Any]) -> pd.DataFrame:
 def summary_table(doc: dict[str, Any]) -> pd.DataFrame:
     """The summary as the page shows it: times in hours, the busy share in percent, headers in words."""
     frame = summary_frame(doc)
-    table = frame[["policy", "label"]].copy()
-    if (table["label"] == table["policy"]).all():  # "fifo | fifo": a label says more only with a setting
-        table = table.drop(columns="label")
+    # each policy by its label, which names it with its setting ("delay 300 s"): both, side by side, took a
+    # column an 800 px page needed for the figures
+    table = frame[["label"]].rename(columns={"label": "policy"})
     for column, label in SUMMARY.items():
         table[f"{label} (h)"] = (frame[column] / 3600).round(2)
     counts = (("preemptions", "preemptions"), ("spread_jobs", "jobs placed looser than their tightest"))

@@ -44,7 +44,7 @@ def test_a_synthetic_simulation_is_stored_and_compared(tmp_path, monkeypatch):
     assert "Lowest makespan:" in text and "Lowest communication overhead:" in text
     assert "On 2 switch(es) × 4 nodes × 8 GPUs (64 GPUs)" in text  # the cluster, as the command says it
     assert "timers set online" in " ".join(c.value for c in app.caption).lower()
-    assert set(app.table[0].value.index) == {"fifo", "las", "network-preempt"}
+    assert set(app.table[0].value.index) == {"fifo", "las", "network-preempt x1 x busy"}  # with its setting
     assert any("mean queueing delay" in str(chart.spec) for chart in app.get("vega_lite_chart"))
     # the database it made is said (it was made without a word), and timers it ignores are greyed out
     assert any(f"Stored in a new database, {plain(str(db))}" in info.value for info in app.info)
@@ -101,7 +101,7 @@ def test_the_pages_defaults_are_the_commands(tmp_path, monkeypatch):
     app.multiselect(key="sched-policies").set_value(["delay"])
     app.selectbox(key="sched-tuning").set_value("given")
     app = _simulate(app)
-    assert not app.exception and list(app.table[0].value["label"]) == ["delay 600 s"]
+    assert not app.exception and list(app.table[0].value.index) == ["delay 600 s"]
 
 
 def test_an_upload_is_read_as_the_format_its_columns_say(tmp_path, monkeypatch):
@@ -173,3 +173,17 @@ def test_a_whole_number_field_keeps_a_huge_number_a_float_for_its_message() -> N
 
     assert as_typed(8.0) == 8 and isinstance(as_typed(8.0), int) and as_typed(2.5) == 2.5
     assert isinstance(as_typed(1e300), float) and as_typed(None) is None
+
+
+def test_every_policys_bar_is_named_and_every_legend_entry_has_room() -> None:
+    """Nine policies' bars named five (the theme drops overlapping axis labels), and a legend of nine in
+    one row was cut to five at 800 px."""
+    import pandas as pd
+
+    from pages import schedule as page
+
+    labels = [f"policy {index}" for index in range(9)]
+    frame = pd.DataFrame({"label": labels, "metric": "makespan", "hours": range(9)})
+    spec = page.metric_bars(frame, "makespan").to_dict()
+    assert spec["encoding"]["y"]["axis"]["labelOverlap"] is False
+    assert spec["height"] == {"step": 26}  # a row per bar, tall enough for its name

@@ -117,7 +117,7 @@ def test_the_summary_names_the_spread_count_as_what_it_counts():
     table = schedule.summary_table(doc)
     assert "jobs placed across nodes" not in table.columns
     assert table["jobs placed looser than their tightest"].tolist() == [0]
-    assert "label" not in table.columns  # "fifo" again beside "fifo": a label only where it says more
+    assert "label" not in table.columns and table["policy"].tolist() == ["fifo"]  # said once, not twice
 
 
 def test_past_simulations_say_their_time_zone(tmp_path):
@@ -165,3 +165,14 @@ def test_the_page_says_what_the_simulation_assumed_as_the_command_does(tmp_path)
     past = schedule.stored_document(schedule.past_simulations(db), doc["simulation_id"])
     assert schedule.assumption_lines(past) == lines[:1]  # the database keeps the links, not the sources
     assert past["cluster"] == doc["cluster"]
+
+
+def test_the_summary_names_each_policy_once_with_its_setting():
+    from stash_core.sched import Cluster, Policy, TraceJob
+    from stash_core.sched.report import run_simulation
+
+    jobs = [TraceJob(name, 2, 0.0, 100.0, None, 2.0, "trace") for name in ("a", "b")]
+    doc, _ = run_simulation(jobs, Cluster(1, 3, 4), [Policy("fifo"), Policy("delay", delay_s=300)],
+                            tuning="given", trace="t.csv", trace_format="tiresias")  # fmt: skip
+    table = schedule.summary_table(doc)
+    assert table["policy"].tolist() == ["fifo", "delay 300 s"] and "label" not in table.columns
