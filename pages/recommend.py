@@ -161,7 +161,12 @@ def request_form() -> RecommendRequest | bool | None:
             optimizer_impl=str(optimizer_impl),
             attention=str(attention) if kind != "image" else "fused",
         )
-    return st.session_state.get(request_key())
+    asked = st.session_state.get(request_key())
+    if isinstance(asked, RecommendRequest) and asked.model != model:  # the form's other fields wait for it
+        st.warning(f"The answer below is for {plain(asked.model)}, the model chosen when Recommend was "
+                   f"pressed: press Recommend to answer for {plain(model)}.",
+                   icon=":material/history:")  # fmt: skip
+    return asked
 
 
 def recommended_box(result: Recommendation) -> None:

@@ -34,6 +34,10 @@ CANDIDATE_COLUMNS = {
 }
 
 
+STALE_ANSWER = ("The form has changed since {action} was pressed: what follows answers the form as it was "
+                "then. Press {action} to answer it as it is now.")
+
+
 def request_key() -> str:
     """The last request is the database's: after a switch, it is not re-run against the other catalog."""
     return f"spot-request:{current_db()}"
@@ -131,14 +135,17 @@ def request_form() -> dict | None:
     )  # fmt: skip
     pcie = numbers.number(row[3], "PCIe bandwidth (Gbit/s)", 0.1, 1e5, 80.0, format="%g", key="spot-pcie",
                           persist_state="session")  # fmt: skip
+    asked = {"text": text, "offers": offers, "target_loss": float(target), "deadline_s": float(deadline),
+             "revocation_s": float(revocation), "pcie_gbps": float(pcie)}  # fmt: skip
     if st.button("Plan", icon=":material/savings:", type="primary", key="spot-plan"):
         if numbers.refused():  # an earlier plan's answer is not this request's
             st.session_state.pop(request_key(), None)
             return None
-        st.session_state[request_key()] = {"text": text, "offers": offers, "target_loss": float(target),
-                                         "deadline_s": float(deadline), "revocation_s": float(revocation),
-                                         "pcie_gbps": float(pcie)}  # fmt: skip
-    return st.session_state.get(request_key())
+        st.session_state[request_key()] = asked
+    planned = st.session_state.get(request_key())
+    if planned is not None and planned != asked:  # shown under a new workload without a word
+        st.warning(STALE_ANSWER.format(action="Plan"), icon=":material/history:")
+    return planned
 
 
 def plan_box(answer: SpotAnswer, deadline_s: float) -> None:

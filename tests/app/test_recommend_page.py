@@ -407,3 +407,11 @@ def test_a_value_below_a_fields_bound_is_named_on_recommend_not_kept_out_in_the_
     next(button for button in app.button if button.label == "Recommend").click()
     errors = " ".join(error.value for error in app.run().error)
     assert f"{field}\\: must be" in errors, errors
+
+
+def test_an_answer_for_another_model_says_so(populated, monkeypatch):
+    app = _submit(_page(populated, monkeypatch), 24)
+    assert not [warning for warning in app.warning if "the model chosen when" in warning.value]
+    app.selectbox(key="rec-model").set_value("resnet18").run()
+    said = [warning.value for warning in app.warning if "the model chosen when" in warning.value]
+    assert said and said[0].startswith("The answer below is for resnet50")

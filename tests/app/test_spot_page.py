@@ -255,3 +255,14 @@ def test_a_deadline_past_its_bound_is_named_on_plan_not_planned_with_the_previou
     app = app.button(key="spot-plan").click().run()
     assert "Deadline (s): must be from 1 to 31,536,000, got 0" in " ".join(error.value for error in app.error)
     assert not app.metric  # no plan shown
+
+
+def test_a_plan_for_an_earlier_form_says_so(tmp_path, monkeypatch):
+    """Planned for the paper's workload, then another chosen: the old plan stayed under the new form without
+    a word (and an upload's earlier error under a good file)."""
+    app = _plan(_page(tmp_path / "fresh.duckdb", monkeypatch))
+    assert not [warning for warning in app.warning if "has changed" in warning.value]
+    app.number_input(key="spot-deadline").set_value(2000).run()
+    assert any("The form has changed since Plan was pressed" in warning.value for warning in app.warning)
+    app = _plan(app)
+    assert not [warning for warning in app.warning if "has changed" in warning.value]
