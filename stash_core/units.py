@@ -174,6 +174,14 @@ def usd_words(usd: float | None) -> str:
     return f"${usd:,.{decimals}f}"
 
 
+def usd_limit_words(usd: float | None) -> str:
+    """A cost the user gave (a limit): as usd_words without the zeros it did not give ('$0.01', not
+    '$0.0100', which reads as a figure to three digits)."""
+    text = usd_words(usd)
+    whole, _, cents = text.partition(".")
+    return text if len(cents) <= 2 else f"{whole}.{cents.rstrip('0').ljust(2, '0')}"
+
+
 def usd_words_apart(first: float, second: float) -> tuple[str, str]:
     """Two costs said side by side ("costs X against Y"): as usd_words, with more decimals where that would
     print two different costs alike ('$0.1791' against '$0.1794', not '$0.179' twice)."""

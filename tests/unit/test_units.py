@@ -97,3 +97,11 @@ def test_a_duration_within_a_budget_is_never_shown_over_it() -> None:
     assert duration_words(17 * 3600, within_s=15.98 * 3600) == "17.0 h"  # over the budget: said as it is
     shown = (duration_words(0.5), duration_words(42), duration_words(200 * 86400))
     assert shown == ("0.50 s", "42 s", "200 d")
+
+
+def test_a_limit_the_user_gave_is_said_without_zeros_they_did_not_give() -> None:
+    from stash_core.units import usd_limit_words
+
+    # "$0.0100 limit" read as a figure to three digits, for a limit typed as 0.01
+    said = [usd_limit_words(usd) for usd in (0.01, 0.0125, 5, 0.1, 1234.5, None)]
+    assert said == ["$0.01", "$0.0125", "$5.00", "$0.10", "$1,234.50", "-"]

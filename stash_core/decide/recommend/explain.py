@@ -10,7 +10,7 @@ import pandas as pd
 
 from stash_core.decide.predict.profile_arithmetic import precision_words
 from stash_core.decide.recommend.costs import STALL_NAMES, step_error
-from stash_core.units import duration_words, finite_float, usd_words, usd_words_apart
+from stash_core.units import duration_words, finite_float, usd_limit_words, usd_words, usd_words_apart
 
 
 def job_headline(request: dict[str, Any]) -> str:
@@ -28,7 +28,7 @@ def job_headline(request: dict[str, Any]) -> str:
     if request.get("budget_hours") is not None:
         head += f", within {request['budget_hours']:g} h"
     if request.get("max_usd") is not None:
-        head += f", at most {usd_words(request['max_usd'])}"
+        head += f", at most {usd_limit_words(request['max_usd'])}"
     return head
 
 
@@ -251,7 +251,7 @@ def _why_not(option: dict[str, Any], best: dict[str, Any], request: dict[str, An
         costs = usd_words_apart(option["training_usd"], best["training_usd"])
         line = f"{option['config']} {cheaper} but the training costs {costs[0]} against {costs[1]}"
     elif request.get("max_usd") is not None and not option["meets_cost"]:
-        line = f"{option['config']} {cheaper} but is over the {usd_words(request['max_usd'])} limit"
+        line = f"{option['config']} {cheaper} but is over the {usd_limit_words(request['max_usd'])} limit"
     else:  # the same cost to the cent: ranked after the recommendation by time, then by name
         times = [duration_words(row["training_h"] * 3600) for row in (option, best)]
         took = f"against {times[1]}" if times[0] != times[1] else "too (ranked after it by name)"
@@ -299,7 +299,7 @@ def infeasible_reason(options: pd.DataFrame, request: dict[str, Any], excluded: 
     scope = f"{len(in_time)} configuration(s) finish within {budget:g} h, but" if budget is not None else ""
     return (
         f"{scope} the cheapest{' of them' if scope else ''}, {cheapest['config']}, costs "
-        f"{usd_words(cheapest['training_usd'])}, over the {usd_words(request['max_usd'])} limit"
+        f"{usd_words(cheapest['training_usd'])}, over the {usd_limit_words(request['max_usd'])} limit"
     ).strip()
 
 
