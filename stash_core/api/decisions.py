@@ -38,6 +38,19 @@ GBPS = 1e9 / 8  # bytes per second in one Gbit/s
 NON_NEGATIVE_YEAR = Number(0, YEAR_S, whole=False, what="a number >= 0")
 
 
+# The command's options that a reason names, as this function's arguments ("raise --budget-hours" read as a
+# command line to a Python caller)
+PYTHON_WORDS = {"--budget-hours": "budget_hours", "--max-instances": "max_instances",
+                "--workers-per-instance": "workers_per_instance"}  # fmt: skip
+
+
+def in_python_words(text: str | None) -> str | None:
+    """A reason with the command's options named as this API's arguments."""
+    for flag, argument in PYTHON_WORDS.items():
+        text = text.replace(flag, argument) if text else text
+    return text
+
+
 @api_options("recommend")
 def recommend(
     model: str, batch_size: int, epochs: float, dataset_images: int | None = None, *,
@@ -96,7 +109,7 @@ def recommend(
     return Recommendation(
         request=answer.request, options=answer.options, explanations=answer.explanations,
         best=None if answer.best is None else plain_row(answer.best),  # None, never NaN, for an unknown
-        infeasible_reason=answer.infeasible_reason, excluded=answer.excluded,
+        infeasible_reason=in_python_words(answer.infeasible_reason), excluded=answer.excluded,
         label_warnings=answer.label_warnings, answer=answer, profiles_set_aside=answer.profiles_set_aside,
     )  # fmt: skip
 

@@ -108,7 +108,7 @@ def predict(
         model = text_value("model", model, identifier)
         batch_size = checked("batch_size", batch_size, BATCH_SIZE)
         if batch_size is None:
-            raise UsageError("--batch-size is required with --model")
+            raise UsageError("batch_size is required with model")
         shape = checked("input_shape", input_shape, parse_input_shape, many=True)
         from stash_core.decide.predict import predict_instances
 

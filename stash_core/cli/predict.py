@@ -18,6 +18,7 @@ from stash_core.cli.args import (
     identifier,
 )
 from stash_core.cli.figures import fixed, percent
+from stash_core.errors import UsageError
 from stash_core.spec_parse import BATCH_SIZE, count, parse_input_shape
 
 # The predictions (api/predicting.py) are imported inside cmd_predict: building `stash --help` must not
@@ -118,6 +119,8 @@ def instance_selection(text: str) -> list[str] | None:
 def cmd_predict(args: argparse.Namespace) -> int:
     from stash_core.api.predicting import predict
 
+    if args.model is not None and args.batch_size is None:  # said in the command's words, not Python's
+        raise UsageError("--batch-size is required with --model")
     result = predict(
         args.model, args.batch_size, script_run=args.script_run, input_shape=args.input_shape,
         instances=args.instances, workers_per_instance=args.workers_per_instance,
