@@ -251,6 +251,8 @@ def ranked_view(ranked: pd.DataFrame) -> None:
     in_ms = long.assign(**{column: long[column] * 1e3 for column in MS_COLUMNS if column in long})
     chart = stall_bars(in_ms, "run_label", "Configuration", "Milliseconds per iteration", "ms", ",.1f")
     chart_with_download(chart, long, "recommendation_stalls", "rec-stalls")
+    st.caption("The line across each bar's end is its iteration's spread: a measured configuration's 95% "
+               "interval, a predicted one's stated error (compute's and communication's, added).")
 
 
 MS_COLUMNS = ("bar_start", "bar_end", "value", "ci95", "error_low", "error_high")  # the chart's time columns

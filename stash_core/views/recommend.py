@@ -28,6 +28,7 @@ from stash_core.results.file import STALL_NAMES
 from stash_core.store import reads
 from stash_core.views.labels import column_label
 from stash_core.views.stall_frames import stall_long_frame
+from stash_core.views.step_spread import with_step_bounds
 from stash_core.zoo_names import SCRIPT_PREFIX
 
 MEETS_CONSTRAINTS = {True: "meets the constraints", False: "does not meet them"}
@@ -293,7 +294,7 @@ def stall_seconds_long(ranked: pd.DataFrame, db_path: Path | str | None = None) 
     predicted = ~long["source"].astype(str).str.endswith("measured")
     long.loc[predicted, "resolved"] = None
     long.loc[predicted, "note"] = PREDICTED_PART_NOTE
-    return long
+    return with_step_bounds(long, frame)  # each bar's whole-iteration spread, across its end
 
 
 PREDICTED_PART_NOTE = "predicted: no interval of its own (the option's expected error is of its whole step)"
