@@ -151,6 +151,9 @@ def format_plan(result: Any, rows: list[dict[str, Any]], pricing: str, target_lo
         )
         if risk is not None:
             planned = f"as planned: {usd_words(best.cost_usd)}, {best.training_s:.0f} s"
+            if risk.rate_per_h > 0 and risk.mean_cost_usd < best.cost_usd:  # read as revocations saving money
+                planned += ("; below it because a re-plan after a revocation may finish on cheaper, slower "
+                            "instances that the time left allows")  # fmt: skip
             lines.append(f"risk: {risk.text()} ({planned})")
     if rows:
         lines += ["", *_candidate_lines(rows)]

@@ -148,13 +148,15 @@ def run_once(first: PlanResult, offers: list[InstanceOffer], plan_workload: Work
         if revocations > replans_left:
             return None
         t += revocation_s
-        cost += revocation_s / 3600 * sum(w.usd_per_h for w in cluster)
         again = replan(cluster, offers, plan_workload, target_loss, loss, deadline_s - t, **links)
         clusters += len(again.candidates)
         if clusters > clusters_left:
             return None
         chosen = again.best or min(again.candidates, key=lambda plan: plan.training_s)
         cluster = workers_of(chosen, offers)
+        # the restart is paid by the cluster that resumes: survivors wait, replacements boot (billed to the
+        # survivors alone, a lone worker's revocation cost nothing)
+        cost += revocation_s / 3600 * sum(w.usd_per_h for w in cluster)
     return {"time_s": t, "cost_usd": cost, "revocations": revocations, "met": t <= deadline_s,
             "first_plan": (first.best or chosen).label(), "clusters": clusters}  # fmt: skip
 
