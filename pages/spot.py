@@ -15,6 +15,7 @@ from pages._shared import (
     show_table,
     usd_text,
 )
+from pages._stalls import ink
 from stash_core import views
 from stash_core.errors import StashError
 from stash_core.spot.simulate import DEFAULT_SEED, RISK_RUNS
@@ -279,6 +280,9 @@ def simulation_view(request: dict) -> None:
             "mean_time_s": st.column_config.NumberColumn("mean (s)", format="%,.0f", help="mean time"),
             "p90_time_s": st.column_config.NumberColumn("p90 (s)", format="%,.0f", help="90th percentile"),
             "mean_cost_usd": st.column_config.NumberColumn("mean cost ($)", format="%.4g"),
+            "mean_cost_ci95_usd": st.column_config.NumberColumn(
+                "± ($)", format="%.2g", help="the mean cost's 95% interval over the runs"
+            ),
             "mean_revocations": st.column_config.NumberColumn("revocations", format="%.1f"),
         },
     )
@@ -297,6 +301,11 @@ def simulation_view(request: dict) -> None:
         )  # fmt: skip
         .properties(height=160)
     )
+    spread = rows.assign(low=rows["mean_cost_usd"] - rows["mean_cost_ci95_usd"],
+                         high=rows["mean_cost_usd"] + rows["mean_cost_ci95_usd"])  # fmt: skip
+    bars += alt.Chart(spread).mark_rule(color=ink()).encode(
+        x="low:Q", x2="high:Q", y=alt.Y("strategy:N", title=None)
+    )  # the mean cost's 95% interval, where runs were random (none for one run that is the whole answer)
     chart_with_download(bars, rows, "spot_simulation", "spot-sim")
     st.caption("A simulation with the spotDNN model, not a measurement.")
 

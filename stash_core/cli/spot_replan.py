@@ -219,20 +219,26 @@ def cmd_spot_simulate(args: argparse.Namespace) -> int:
     lines = [f"target loss {args.target_loss:g} by {args.deadline_s:.0f} s; {source}; "
              f"{args.revocation_s:.0f} s per revocation",
              f"  {'strategy':<15}{'first plan':<34}{'runs':>6}{'P(deadline)':>13}{'95% interval':>14}"
-             f"{'mean s':>9}{'p90 s':>9}{'mean $':>9}{'revoked':>9}"]  # fmt: skip
+             f"{'mean s':>9}{'p90 s':>9}{'mean $':>9}{'± $':>8}{'revoked':>9}"]  # fmt: skip
     for row in rows:
         ci = row["p_deadline_ci95"]  # none where one run is the whole answer
         interval = "-" if ci is None else f"{ci[0]:.0%}-{ci[1]:.0%}"
         lines.append(f"  {row['strategy']:<15}{row['first_plan']:<34}{row['runs']:>6}"
                      f"{row['p_deadline']:>13.0%}{interval:>14}"
                      f"{_seconds(row['mean_time_s']):>9}{_seconds(row['p90_time_s']):>9}"
-                     f"{row['mean_cost_usd']:>9.2f}{row['mean_revocations']:>9.1f}")  # fmt: skip
+                     f"{row['mean_cost_usd']:>9.2f}{_cost_spread(row['mean_cost_ci95_usd']):>8}"
+                     f"{row['mean_revocations']:>9.1f}")  # fmt: skip
     lines += simulation_notes(rows)
     lines += [note for note in (no_spot_note, unpriced_note) if note] + eq10_pairing_notes(doc, spot_offers)
     lines.append("simulated with the spotDNN model (no contention: planned with P = 0, trained with the true "
                  "contention); on-demand instances are never revoked")  # fmt: skip
     print("\n".join(lines))
     return 0
+
+
+def _cost_spread(half_usd: float | None) -> str:
+    """The mean cost's 95% half-width: '-' where one run is the whole answer."""
+    return "-" if half_usd is None else f"{half_usd:.2f}"
 
 
 def _seconds(value: float | None) -> str:

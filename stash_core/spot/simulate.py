@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from stash_core.analysis.stats import share_ci95
+from stash_core.analysis.stats import mean_ci95, share_ci95
 from stash_core.errors import UsageError
 from stash_core.spot.model import Worker, Workload
 from stash_core.spot.planner import InstanceOffer, PlanResult, plan_spot_cluster
@@ -244,6 +244,9 @@ def simulate(spot_offers: list[InstanceOffer], on_demand_offers: list[InstanceOf
             "mean_time_s": _finite_or_none(float(np.mean(times)) if all(map(math.isfinite, times)) else None),
             "p90_time_s": _finite_or_none(_p90(times)),
             "mean_cost_usd": float(np.mean([o["cost_usd"] for o in outcomes])),
+            # its 95% interval's half-width over the random runs (none where one run is the whole answer)
+            "mean_cost_ci95_usd": mean_ci95([o["cost_usd"] for o in outcomes])[1] if sampled and count > 1
+            else None,
             "mean_revocations": float(np.mean([o["revocations"] for o in outcomes])),
         })  # fmt: skip
     return rows

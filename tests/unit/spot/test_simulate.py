@@ -266,3 +266,17 @@ def test_an_expected_cost_below_the_plan_says_why(tmp_path):
     assert "below it because a re-plan after a revocation may finish on cheaper, slower instances" in text
     dearer = PlanRisk(0.5, 200, 0.9, plan.plan.best.cost_usd * 1.02, 1.0, 30.0)
     assert "below it" not in format_plan(plan.plan, plan.candidates, plan.pricing, 0.8, 2700, dearer)
+
+
+def test_the_mean_cost_carries_its_interval_where_runs_are_random(tmp_path):
+    """The share of runs meeting the deadline had its 95% interval; the mean cost beside it had none."""
+    offers = [InstanceOffer(A, 3)]
+    rows = simulate(offers, offers, NEGLIGIBLE, 0.1, 400.0, **LINKS, rate_per_h=20.0, runs=40,
+                    revocation_s=10.0)  # fmt: skip
+    spot = rows[0]
+    assert spot["runs"] == 40 and 0 < spot["mean_cost_ci95_usd"] < spot["mean_cost_usd"]
+    path = tmp_path / "trace.csv"
+    path.write_text("time_s,instance\n50,A\n")
+    replayed = simulate(offers, offers, NEGLIGIBLE, 0.1, 400.0, **LINKS, revocation_s=10.0,
+                        trace=read_trace(path))  # fmt: skip
+    assert replayed[0]["mean_cost_ci95_usd"] is None  # one run is the whole answer
