@@ -61,6 +61,9 @@ def split_jobs(jobs: list[TraceJob], fraction: float) -> tuple[list[TraceJob], l
     return ordered[:cut], ordered[cut:]
 
 
+FEWEST_TUNING_JOBS = 5  # finished jobs below which tuned timers are said to be a guess
+
+
 def plan_policies(
     bases: list[Policy], jobs: list[TraceJob], cluster: Cluster, mode: str, fraction: float = 0.3,
     uplink_factor: float = 2.0, fabric: Fabric | None = None,
@@ -99,13 +102,18 @@ def plan_policies(
             "is nothing to tune on: use --tuning online or given, or a larger --tune-fraction"
         )
     policies = [tune(known, cluster, p, uplink_factor, fabric) if p.name in TIMED else p for p in bases]
+    few = (
+        f"; {len(known)} finished job(s) are too few to tune on (timers such as x0 are a guess, not a "
+        "finding): use --tuning online or given, or a larger --tune-fraction"
+        if len(known) < FEWEST_TUNING_JOBS else ""
+    )
     return (
         policies,
         rest,
         (
             f"timers tuned on the {len(known)} of the first {len(first)} jobs ({fraction:.0%} by arrival) "
             f"that had finished when the next arrived (lowest average JCT); every policy reported on the "
-            f"other {len(rest)}"
+            f"other {len(rest)}{few}"
         ),
     )
 

@@ -138,3 +138,16 @@ def test_one_job_before_the_split_is_said_in_the_singular() -> None:
 
     assert _none_finished(1) == "the first job had not finished"
     assert _none_finished(1200) == "none of the first 1,200 jobs had finished"
+
+
+def test_timers_tuned_on_too_few_jobs_are_said_to_be_a_guess() -> None:
+    """Tuned on 1 of the first 12 jobs, network-preempt came out "x0" as if that were a finding."""
+    from stash_core.sched.tuner import FEWEST_TUNING_JOBS
+
+    _, _, how = plan_policies([Policy("delay")], REST + FIRST, Cluster(1, 2, 4), "split", fraction=0.5)
+    assert len(FIRST) < FEWEST_TUNING_JOBS
+    assert "3 finished job(s) are too few to tune on" in how and "use --tuning online or given" in how
+    many = [job(f"E{index}", 1, 10.0 * index, 5.0) for index in range(12)]
+    later = [job(f"R{index}", 1, 1000.0 + index, 5.0) for index in range(6)]
+    _, _, how = plan_policies([Policy("delay")], many + later, Cluster(1, 2, 4), "split", fraction=12 / 18)
+    assert "tuned on the 12 of the first 12 jobs" in how and "too few" not in how
