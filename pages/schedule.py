@@ -180,7 +180,7 @@ def show(doc: dict, key: str) -> None:
     if cluster:  # as the command's first line says it
         st.markdown(f"On {cluster['switches']} switch(es) × {cluster['nodes_per_switch']} nodes × "
                     f"{cluster['gpus_per_node']} GPUs ({int(cluster['gpus']):,} GPUs)")  # fmt: skip
-    tuning = str(doc["tuning"])
+    tuning = plain(in_page_words(str(doc["tuning"]), WORDS))  # its way out in this page's words
     st.caption(f"{tuning[:1].upper()}{tuning[1:]}. A simulation, not a measurement.")
     for line in view.assumption_lines(doc):  # what the command says it assumed
         st.caption(plain(sentence(line)) + ".")

@@ -187,3 +187,12 @@ def test_every_policys_bar_is_named_and_every_legend_entry_has_room() -> None:
     spec = page.metric_bars(frame, "makespan").to_dict()
     assert spec["encoding"]["y"]["axis"]["labelOverlap"] is False
     assert spec["height"] == {"step": 26}  # a row per bar, tall enough for its name
+
+
+def test_timers_tuned_on_too_few_jobs_are_said_in_the_pages_words(tmp_path, monkeypatch) -> None:
+    from pages import schedule as page
+    from stash_core.views.common import in_page_words
+
+    said = in_page_words("tuned on 3 (too few): use --tuning online or given, or a larger --tune-fraction",
+                         page.WORDS)  # fmt: skip
+    assert "--tuning" not in said and "choose timers online or given, or more jobs" in said
