@@ -263,6 +263,9 @@ def cmd_spot_memory(args: argparse.Namespace) -> int:
     lines = [f"peak memory of a training step ({where}): {peaks}",
              f"a2 = {fit.a2:.4g} samples/GiB, b2 = {fit.b2:.4g} (fit error {fit.max_rel_error:.1%})",
              "largest batch per GPU, b_k = 2^floor(log2(a2 mem + b2)):", *batch_lines(rows)]  # fmt: skip
+    if any(row.get("extrapolated") for row in rows):
+        lines.append(f"*: past the largest batch measured ({max(fit.batches)}), the fit extrapolated; "
+                     "measure at larger batches (--batches) before planning with it")  # fmt: skip
     if args.workload is not None:  # the file changed: said, as spot-fit-loss says it
         lines.append(f"a2, b2 and memory_fit written to {args.workload}")
     print("\n".join(lines))
@@ -287,7 +290,8 @@ def batch_lines(rows: list[dict[str, Any]]) -> list[str]:
     for row in rows:
         gib = "?" if row["gpu_memory_gib"] is None else f"{row['gpu_memory_gib']:g} GiB"
         batch = "unknown memory" if row["gpu_memory_gib"] is None else (row["batch_per_gpu"] or "none fits")
-        cells.append((row["instance"], row["accelerator"] or "", gib, str(batch)))
+        mark = "*" if row.get("extrapolated") else ""  # past the largest batch measured
+        cells.append((row["instance"], row["accelerator"] or "", gib, f"{batch}{mark}"))
     widths = [max((len(cell[i]) for cell in cells), default=0) for i in range(3)]
     return [f"  {name:<{widths[0]}}  {accelerator:<{widths[1]}}  {gib:>{widths[2]}}  {batch}"
             for name, accelerator, gib, batch in cells]  # fmt: skip

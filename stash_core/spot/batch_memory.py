@@ -109,15 +109,17 @@ def gpu_memory_gib(accelerator: str | None) -> float | None:
 
 
 def batch_table(fit: MemoryFit, instances: list[dict]) -> list[dict]:
-    """b_k of eq. 10 for each catalog instance with accelerators (rows: name, accelerator, GiB, batch)."""
+    """b_k of eq. 10 for each catalog instance with accelerators (rows: name, accelerator, GiB, batch, and
+    whether that batch is past the largest measured: the line extrapolated, not a measurement)."""
     rows = []
     for instance in instances:
         if not instance.get("accelerator_count"):
             continue
         gib = gpu_memory_gib(instance.get("accelerator"))
+        batch = None if gib is None else fit.largest_batch(gib)
         rows.append({
             "instance": instance["name"], "accelerator": instance.get("accelerator"), "gpu_memory_gib": gib,
-            "batch_per_gpu": None if gib is None else fit.largest_batch(gib),
+            "batch_per_gpu": batch, "extrapolated": bool(batch and batch > max(fit.batches)),
         })  # fmt: skip
     return rows
 

@@ -446,6 +446,8 @@ def test_the_batch_table_keeps_long_names_apart():
     assert lines[1].split() == ["g3.4xlarge", "M60", "8", "GiB", "none", "fits"]
     assert lines[2].split() == ["x", "?", "unknown", "memory"]
     assert len({line.index("GiB") for line in lines[:2]}) == 1  # the columns line up
+    rows[0]["extrapolated"] = True  # past the largest batch measured
+    assert batch_lines(rows)[0].split()[-1] == "512*"
 
 
 @pytest.mark.parametrize(
