@@ -248,7 +248,7 @@ with page_guard(WORDS):
     st.subheader("Past simulations")
     past = load(view.past_simulations)
     if past.empty:
-        empty_state("No simulation stored yet: run one above, or `stash schedule --synthetic-jobs 500`.")
+        empty_state("No simulation stored yet: choose a trace and policies above, then Simulate.")
     else:
         ids = list(dict.fromkeys(past["simulation_id"]))
         stored = past.attrs.get("simulations_stored", len(ids))

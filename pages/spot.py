@@ -167,7 +167,7 @@ def plan_box(answer: SpotAnswer, deadline_s: float) -> None:
         cols = [*st.columns(2), *st.columns(2)]  # four in a row cut the figures ("2,54…") at 800 px
         cols[0].metric("Training time", f"{best.training_s:,.0f} s", f"deadline {deadline_s:,.0f} s",
                        delta_color="off", delta_arrow="off")  # fmt: skip
-        cols[1].metric("Cost (spot)", usd_text(best.cost_usd), f"{best.usd_per_h:.2f} $/h", delta_color="off",
+        cols[1].metric("Cost (spot)", usd_text(best.cost_usd), f"${best.usd_per_h:.2f}/h", delta_color="off",
                        delta_arrow="off")  # fmt: skip
         if on_demand is not None:
             cols[2].metric("On-demand time", f"{on_demand.training_s:,.0f} s", help=on_demand.label())
