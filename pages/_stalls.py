@@ -65,6 +65,8 @@ def ink() -> str:
     return DARK_INK if theme == "dark" else LIGHT_INK
 
 
+# The lines a stall chart draws: a part's 95% interval; a bar's whole-iteration spread (measured or stated)
+SPREADS = (("error_low", "error_high"), ("step_low", "step_high"))
 BAR_PX = 20  # a bar's height; its name is written in the 22 px above it
 ERROR_REACH = 1.5  # how far past the bars (their longest, their most negative) an interval is drawn
 
@@ -87,8 +89,8 @@ def stall_bars(
     # the domain holds every bar and every error bar's end (a rule's own extent was left off the scale), an
     # interval reaching past half the bars' length again cut at the edge: one run's ± 190% squeezed every
     # bar of the Overview into a third of its width
-    ends = [long_frame[column] for column in ("bar_start", "bar_end", "error_low", "error_high")
-            if column in long_frame]  # fmt: skip
+    drawn = ("bar_start", "bar_end", *(column for pair in SPREADS for column in pair))
+    ends = [long_frame[column] for column in drawn if column in long_frame]
     values = pd.concat(ends).dropna() if ends else pd.Series(dtype=float)
     domain = [min(0.0, float(values.min())), float(values.max())] if len(values) else None
     bars = pd.concat([long_frame["bar_start"], long_frame["bar_end"]]).dropna()
@@ -137,27 +139,41 @@ def stall_bars(
                 tooltip=alt.Tooltip(f"{row_field}:N", title=row_title))
     )
     layers = [named, remainder, names]
-    if {"error_low", "error_high"} <= set(long_frame.columns):
-        layers.append(
-            base.transform_filter("isValid(datum.error_low)")
-            .mark_rule(color=ink(), strokeWidth=1.5, clip=True)
-            .encode(x=alt.X("error_low:Q", scale=scale), x2=alt.X2("error_high"), y=y)
-        )
-        cut = long_frame[long_frame["error_high"] > domain[1]] if domain else long_frame.iloc[0:0]
-        if len(cut):  # an interval cut at the edge is marked there, its whole width in the tooltip
-            marks = cut.assign(edge=domain[1], said="its interval runs past the chart's edge")
-            layers.append(
-                alt.Chart(marks)
-                .mark_point(shape="triangle-right", filled=True, size=70, color=ink())
-                .encode(x=alt.X("edge:Q", scale=scale), y=y, tooltip=[
-                    alt.Tooltip("stall_label:N", title="Stall"), alt.Tooltip("said:N", title="Note"),
-                    *([alt.Tooltip("ci95:Q", title="± 95% interval", format=number_format)]
-                      if "ci95" in marks else []),
-                ])
-            )  # fmt: skip
+    note = alt.Tooltip("said:N", title="Note")
+    ci95 = alt.Tooltip("ci95:Q", title="± 95% interval", format=number_format)
+    half = [ci95] if "ci95" in long_frame else []
+    said = {  # a cut part's interval: its stall and half-width; a cut bar's spread: its configuration and end
+        "error_low": [alt.Tooltip("stall_label:N", title="Stall"), note, *half],
+        "step_low": [alt.Tooltip(f"{row_field}:N", title=row_title), note,
+                     alt.Tooltip("step_high:Q", title="Spread's end", format=number_format)],
+    }  # fmt: skip
+    edge = domain[1] if domain else None
+    for low, high in SPREADS:
+        if {low, high} <= set(long_frame.columns):
+            layers += _spread_layers(long_frame, low, high, scale, y, edge, said[low])
     # A fixed pixel height is not honoured by Streamlit for charts with a top legend; a step per bar is:
     # the bar, and its name above it.
     return alt.layer(*layers).properties(height=alt.Step(BAR_PX + 22))
+
+
+def _spread_layers(long_frame: pd.DataFrame, low: str, high: str, scale: alt.Scale, y: alt.Y,
+                   edge: float | None, said: list[alt.Tooltip]) -> list[alt.Chart]:  # fmt: skip
+    """Lines from `low` to `high` where the frame has them, and a mark at the chart's edge where one is cut
+    there, `said` in its tooltip."""
+    layers = [
+        alt.Chart(long_frame).transform_filter(f"isValid(datum.{low})")
+        .mark_rule(color=ink(), strokeWidth=1.5, clip=True)
+        .encode(x=alt.X(f"{low}:Q", scale=scale), x2=alt.X2(high), y=y)
+    ]  # fmt: skip
+    cut = long_frame[long_frame[high] > edge] if edge is not None else long_frame.iloc[0:0]
+    if len(cut):
+        marks = cut.assign(edge=edge, said="its interval runs past the chart's edge")
+        layers.append(
+            alt.Chart(marks)
+            .mark_point(shape="triangle-right", filled=True, size=70, color=ink())
+            .encode(x=alt.X("edge:Q", scale=scale), y=y, tooltip=said)
+        )
+    return layers
 
 
 TABLE_CAPTION = (

@@ -250,7 +250,7 @@ def fits_table(report: FitReport, stall: str, group: dict) -> None:
     )
     st.caption(
         "A fit needs at least its parameters plus two profiles (of different models): with fewer its figures "
-        "read – , its note says “not enough profiles (n of m needed)”, and it is never the best."
+        "read –, its note says “not enough profiles (n of m needed)”, and it is never the best."
         + ("" if len(shown.columns) == len(table.columns) else " Columns without a figure in any row are "
            "left out here; the download has them.")
     )

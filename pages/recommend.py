@@ -255,7 +255,7 @@ def ranked_view(ranked: pd.DataFrame) -> None:
                "interval, a predicted one's stated error (compute's and communication's, added).")
 
 
-MS_COLUMNS = ("bar_start", "bar_end", "value", "ci95", "error_low", "error_high")  # the chart's time columns
+MS_COLUMNS = ("bar_start", "bar_end", "value", "ci95", "error_low", "error_high", "step_low", "step_high")
 
 
 def show_result(result: Recommendation) -> None:

@@ -18,7 +18,7 @@ from pages._shared import (
 from pages._stalls import ink
 from stash_core import views
 from stash_core.errors import StashError
-from stash_core.spot.simulate import DEFAULT_SEED, RISK_RUNS
+from stash_core.spot.simulate import DEFAULT_SEED, RISK_RUNS, below_plan
 from stash_core.views.common import plain
 from stash_core.views.spot import SpotAnswer
 
@@ -163,7 +163,8 @@ def plan_box(answer: SpotAnswer, deadline_s: float) -> None:
         st.markdown(":material/savings: **Cheapest spot cluster**")
         st.markdown(f"### {plain(best.label())}")
         if answer.risk is not None:  # the headline states the plan's risk, not only its price
-            st.markdown(f"**Risk:** {answer.risk.text()}.")
+            why = below_plan(answer.risk, best.cost_usd)
+            st.markdown(f"**Risk:** {answer.risk.text()}" + (f" ({why})." if why else "."))
         cols = [*st.columns(2), *st.columns(2)]  # four in a row cut the figures ("2,54…") at 800 px
         cols[0].metric("Training time", f"{best.training_s:,.0f} s", f"deadline {deadline_s:,.0f} s",
                        delta_color="off", delta_arrow="off")  # fmt: skip

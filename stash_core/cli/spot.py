@@ -135,6 +135,7 @@ def cmd_spot(args: argparse.Namespace) -> int:
 def format_plan(result: Any, rows: list[dict[str, Any]], pricing: str, target_loss: float,
                 budget_s: float, risk: Any = None) -> str:  # fmt: skip
     from stash_core.spot.planner import PLAN_BASIS, searched_workers
+    from stash_core.spot.simulate import below_plan
 
     price = "spot" if pricing == "spot" else "on-demand"
     head = f"target loss {target_loss:g} within {budget_s:.0f} s, {price} prices"
@@ -151,9 +152,8 @@ def format_plan(result: Any, rows: list[dict[str, Any]], pricing: str, target_lo
         )
         if risk is not None:
             planned = f"as planned: {usd_words(best.cost_usd)}, {best.training_s:.0f} s"
-            if risk.rate_per_h > 0 and risk.mean_cost_usd < best.cost_usd:  # read as revocations saving money
-                planned += ("; below it because a re-plan after a revocation may finish on cheaper, slower "
-                            "instances that the time left allows")  # fmt: skip
+            if why := below_plan(risk, best.cost_usd):
+                planned += f"; {why}"
             lines.append(f"risk: {risk.text()} ({planned})")
     if rows:
         lines += ["", *_candidate_lines(rows)]
@@ -264,8 +264,9 @@ def cmd_spot_memory(args: argparse.Namespace) -> int:
              f"a2 = {fit.a2:.4g} samples/GiB, b2 = {fit.b2:.4g} (fit error {fit.max_rel_error:.1%})",
              "largest batch per GPU, b_k = 2^floor(log2(a2 mem + b2)):", *batch_lines(rows)]  # fmt: skip
     if any(row.get("extrapolated") for row in rows):
-        lines.append(f"*: past the largest batch measured ({max(fit.batches)}), the fit extrapolated; "
-                     "measure at larger batches (--batches) before planning with it")  # fmt: skip
+        measured = f"{min(fit.batches)} to {max(fit.batches)}"
+        lines.append(f"*: outside the batches measured ({measured}), the fit extrapolated; measure at such "
+                     "batches (--batches) before planning with it")  # fmt: skip
     if args.workload is not None:  # the file changed: said, as spot-fit-loss says it
         lines.append(f"a2, b2 and memory_fit written to {args.workload}")
     print("\n".join(lines))
@@ -290,7 +291,7 @@ def batch_lines(rows: list[dict[str, Any]]) -> list[str]:
     for row in rows:
         gib = "?" if row["gpu_memory_gib"] is None else f"{row['gpu_memory_gib']:g} GiB"
         batch = "unknown memory" if row["gpu_memory_gib"] is None else (row["batch_per_gpu"] or "none fits")
-        mark = "*" if row.get("extrapolated") else ""  # past the largest batch measured
+        mark = "*" if row.get("extrapolated") else ""  # outside the batches measured
         cells.append((row["instance"], row["accelerator"] or "", gib, f"{batch}{mark}"))
     widths = [max((len(cell[i]) for cell in cells), default=0) for i in range(3)]
     return [f"  {name:<{widths[0]}}  {accelerator:<{widths[1]}}  {gib:>{widths[2]}}  {batch}"

@@ -61,7 +61,9 @@ def split_jobs(jobs: list[TraceJob], fraction: float) -> tuple[list[TraceJob], l
     return ordered[:cut], ordered[cut:]
 
 
-FEWEST_TUNING_JOBS = 5  # finished jobs below which tuned timers are said to be a guess
+# finished jobs below which tuned timers are said to be a guess: a rule of thumb (one job gave "x0"), not a
+# measured bound
+FEWEST_TUNING_JOBS = 5
 
 
 def plan_policies(

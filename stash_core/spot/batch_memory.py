@@ -110,7 +110,7 @@ def gpu_memory_gib(accelerator: str | None) -> float | None:
 
 def batch_table(fit: MemoryFit, instances: list[dict]) -> list[dict]:
     """b_k of eq. 10 for each catalog instance with accelerators (rows: name, accelerator, GiB, batch, and
-    whether that batch is past the largest measured: the line extrapolated, not a measurement)."""
+    whether that batch is outside those measured: the line extrapolated, not a measurement)."""
     rows = []
     for instance in instances:
         if not instance.get("accelerator_count"):
@@ -119,7 +119,8 @@ def batch_table(fit: MemoryFit, instances: list[dict]) -> list[dict]:
         batch = None if gib is None else fit.largest_batch(gib)
         rows.append({
             "instance": instance["name"], "accelerator": instance.get("accelerator"), "gpu_memory_gib": gib,
-            "batch_per_gpu": batch, "extrapolated": bool(batch and batch > max(fit.batches)),
+            "batch_per_gpu": batch,
+            "extrapolated": bool(batch and not min(fit.batches) <= batch <= max(fit.batches)),
         })  # fmt: skip
     return rows
 

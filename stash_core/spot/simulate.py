@@ -19,11 +19,12 @@ import csv
 import dataclasses
 import io
 import math
+import statistics
 from pathlib import Path
 
 import numpy as np
 
-from stash_core.analysis.stats import mean_ci95, share_ci95
+from stash_core.analysis.stats import share_ci95, t_quantile_975
 from stash_core.errors import UsageError
 from stash_core.spot.model import Worker, Workload
 from stash_core.spot.planner import InstanceOffer, PlanResult, plan_spot_cluster
@@ -244,9 +245,9 @@ def simulate(spot_offers: list[InstanceOffer], on_demand_offers: list[InstanceOf
             "mean_time_s": _finite_or_none(float(np.mean(times)) if all(map(math.isfinite, times)) else None),
             "p90_time_s": _finite_or_none(_p90(times)),
             "mean_cost_usd": float(np.mean([o["cost_usd"] for o in outcomes])),
-            # its 95% interval's half-width over the random runs (none where one run is the whole answer)
-            "mean_cost_ci95_usd": mean_ci95([o["cost_usd"] for o in outcomes])[1] if sampled and count > 1
-            else None,
+            # its 95% interval's half-width over the independent random runs (a t interval; none where one run
+            # is the whole answer, or where one run was made)
+            "mean_cost_ci95_usd": _mean_half_width([o["cost_usd"] for o in outcomes]) if sampled else None,
             "mean_revocations": float(np.mean([o["revocations"] for o in outcomes])),
         })  # fmt: skip
     return rows
@@ -309,6 +310,15 @@ class PlanRisk:
         )
 
 
+BELOW_PLAN = ("below it because a re-plan after a revocation may finish on cheaper, slower instances that "
+              "the time left allows")  # fmt: skip
+
+
+def below_plan(risk: PlanRisk, planned_usd: float) -> str | None:
+    """Why an expected cost with revocations is below the plan's (read as revocations saving money)."""
+    return BELOW_PLAN if risk.rate_per_h > 0 and risk.mean_cost_usd < planned_usd else None
+
+
 def plan_risk(spot_offers: list[InstanceOffer], workload: Workload, target_loss: float, deadline_s: float,
               ps_Bps: float, pcie_Bps: float, rate_per_h: float = DEFAULT_RATE_PER_H,
               revocation_s: float = RESTART_S, runs: int = RISK_RUNS, seed: int = DEFAULT_SEED,
@@ -342,6 +352,13 @@ def plan_risk(spot_offers: list[InstanceOffer], workload: Workload, target_loss:
                     float(np.mean([o["revocations"] for o in outcomes])), revocation_s,
                     sum(not math.isfinite(o["time_s"]) for o in outcomes), runs_asked=asked,
                     p_deadline_ci95=interval)  # fmt: skip
+
+
+def _mean_half_width(values: list[float]) -> float | None:
+    """The 95% half-width of the mean of independent draws (Student's t); None for fewer than two."""
+    if len(values) < 2:
+        return None
+    return t_quantile_975(len(values) - 1) * statistics.stdev(values) / math.sqrt(len(values))
 
 
 def _p90(times: list[float]) -> float:

@@ -289,8 +289,8 @@ SIMULATIONS = RelationDoc(
     table(
         """
         simulation_id | | the simulation: `sim-<UTC time>-<hex>`, shared by its policies' rows
-        policy | | scheduling policy, one of `fifo`, `sjf`, `las`, `fifo-consolidate`, `consolidate`, `spread`,
-            `delay`, `network-delay`, `network-preempt`
+        policy | | scheduling policy, one of `fifo`, `sjf`, `las`, `fifo-consolidate`, `consolidate`,
+            `spread`, `delay`, `network-delay`, `network-preempt`
         created_at | UTC | when the simulation was run
         trace | | the trace: a file name, or `synthetic(N jobs, seed S)`
         trace_format | | format the trace was read in, one of `tiresias`, `philly`, `pai2020`, `helios`,

@@ -199,19 +199,25 @@ def metrics_frame(doc: dict[str, Any]) -> pd.DataFrame:
     return long[["label", "metric", "hours"]]
 
 
+def policy_label(entry: dict[str, Any]) -> str:
+    """A policy as the summary and the bars name it, with its setting ("delay 300 s"): the line charts named
+    it bare ("delay") beside them."""
+    return str((entry.get("settings") or {}).get("label") or entry["policy"])
+
+
 def cdf_frame(doc: dict[str, Any]) -> pd.DataFrame:
-    return pd.DataFrame([{"policy": e["policy"], "jct_h": s / 3600, "fraction": f}
+    return pd.DataFrame([{"policy": policy_label(e), "jct_h": s / 3600, "fraction": f}
                          for e in doc["policies"] for s, f in e["jct_cdf"]])  # fmt: skip
 
 
 def queue_delay_frame(doc: dict[str, Any]) -> pd.DataFrame:
     """Mean queueing delay of the jobs arriving in each stretch of time, per policy (hours)."""
-    return pd.DataFrame([{"policy": e["policy"], "arrival_h": t / 3600, "queue_h": q / 3600}
+    return pd.DataFrame([{"policy": policy_label(e), "arrival_h": t / 3600, "queue_h": q / 3600}
                          for e in doc["policies"] for t, q in e.get("queue_delay") or []])  # fmt: skip
 
 
 def timeline_frame(doc: dict[str, Any]) -> pd.DataFrame:
-    return pd.DataFrame([{"policy": e["policy"], "t_h": t / 3600, "queued_jobs": q, "busy_share": b}
+    return pd.DataFrame([{"policy": policy_label(e), "t_h": t / 3600, "queued_jobs": q, "busy_share": b}
                          for e in doc["policies"] for t, q, b in e["timeline"]])  # fmt: skip
 
 

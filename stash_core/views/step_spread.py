@@ -28,12 +28,13 @@ def step_bounds(row: dict[str, Any]) -> tuple[float | None, float | None]:
 
 
 def with_step_bounds(long: pd.DataFrame, options: pd.DataFrame, key: str = "run_label") -> pd.DataFrame:
-    """`long` (a stall frame, one row per part of each option's bar) with error_low and error_high on each
-    option's last part (NaN on the others): the chart draws one line per bar, across its end."""
+    """`long` (a stall frame, one row per part of each option's bar) with step_low and step_high on each
+    option's last part (NaN on the others): the chart draws one line per bar, across its end, beside the
+    parts' own intervals (error_low, error_high), which stay."""
     bounds = {row["config"]: step_bounds(row) for row in options.to_dict(orient="records")}
     ends = ~long[key].duplicated(keep="last")
     pairs = [bounds.get(label, (None, None)) if end else (None, None)
              for label, end in zip(long[key], ends, strict=True)]  # fmt: skip
     low = [math.nan if pair[0] is None else pair[0] for pair in pairs]
     high = [math.nan if pair[1] is None else pair[1] for pair in pairs]
-    return long.assign(error_low=low, error_high=high)
+    return long.assign(step_low=low, step_high=high)

@@ -10,7 +10,7 @@ from streamlit.testing.v1 import AppTest
 
 from stash_core.sched import defaults
 from stash_core.store import simulations_frame
-from stash_core.views.common import plain
+from stash_core.views.common import in_page_words, plain
 
 REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "pages" / "schedule.py"
@@ -175,11 +175,12 @@ def test_a_whole_number_field_keeps_a_huge_number_a_float_for_its_message() -> N
     assert isinstance(as_typed(1e300), float) and as_typed(None) is None
 
 
-def test_every_policys_bar_is_named_and_every_legend_entry_has_room() -> None:
+def test_every_policys_bar_is_named_and_every_legend_entry_has_room(tmp_path, monkeypatch) -> None:
     """Nine policies' bars named five (the theme drops overlapping axis labels), and a legend of nine in
     one row was cut to five at 800 px."""
     import pandas as pd
 
+    monkeypatch.setenv("STASH_DB", str(tmp_path / "none.duckdb"))  # importing the page runs it: no database
     from pages import schedule as page
 
     labels = [f"policy {index}" for index in range(9)]
@@ -190,9 +191,13 @@ def test_every_policys_bar_is_named_and_every_legend_entry_has_room() -> None:
 
 
 def test_timers_tuned_on_too_few_jobs_are_said_in_the_pages_words(tmp_path, monkeypatch) -> None:
-    from pages import schedule as page
-    from stash_core.views.common import in_page_words
+    from stash_core.sched import Cluster, Policy, TraceJob, plan_policies
 
-    said = in_page_words("tuned on 3 (too few): use --tuning online or given, or a larger --tune-fraction",
-                         page.WORDS)  # fmt: skip
-    assert "--tuning" not in said and "choose timers online or given, or more jobs" in said
+    monkeypatch.setenv("STASH_DB", str(tmp_path / "none.duckdb"))
+    from pages import schedule as page
+
+    jobs = [TraceJob(f"J{index}", 1, 1000.0 * index, 10.0, None, 2.0, "trace") for index in range(6)]
+    how = plan_policies([Policy("delay")], jobs, Cluster(1, 2, 4), "split", fraction=0.5)[2]
+    assert "too few to tune on" in how and "--tuning" in how  # the command's words ...
+    said = in_page_words(how, page.WORDS)
+    assert "--tuning" not in said and "choose timers online or given, or more jobs" in said  # ... the page's

@@ -61,7 +61,7 @@ def test_batch_table_skips_instances_without_gpus():
         {"name": "x.odd", "accelerator": "Mystery X1", "accelerator_count": 2},
     ])  # fmt: skip
     assert rows == [
-        # 256 is past the largest batch measured (128): the fit extrapolated, and the row says so
+        # 256 is outside the batches measured (8 to 128): the fit extrapolated, and the row says so
         {"instance": "g3.4xlarge", "accelerator": "NVIDIA M60", "gpu_memory_gib": 8.0, "batch_per_gpu": 256,
          "extrapolated": True},
         {"instance": "x.odd", "accelerator": "Mystery X1", "gpu_memory_gib": None, "batch_per_gpu": None,

@@ -35,7 +35,7 @@ def test_a_trace_revocation_is_replanned_from_the_loss_reached(tmp_path):
     assert spot["strategy"] == "spotDNN" and spot["first_plan"] == "1 x A" and spot["runs"] == 1
     assert spot["mean_revocations"] == 1
     assert spot["mean_time_s"] == pytest.approx(110.0, rel=1e-4)
-    # the restart was free where no instance survived: a lone worker's revocation cost nothing
+    # the restart is paid by the A rented again (billed to the survivors alone, none here, it was free)
     assert spot["mean_cost_usd"] == pytest.approx(110 / 3600, rel=1e-4)
     assert spot["p_deadline"] == 1.0
     on_demand = rows[2]

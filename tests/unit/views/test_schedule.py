@@ -176,3 +176,14 @@ def test_the_summary_names_each_policy_once_with_its_setting():
                             tuning="given", trace="t.csv", trace_format="tiresias")  # fmt: skip
     table = schedule.summary_table(doc)
     assert table["policy"].tolist() == ["fifo", "delay 300 s"] and "label" not in table.columns
+
+
+def test_the_line_charts_name_each_policy_as_the_summary_does():
+    from stash_core.sched import Cluster, Policy, TraceJob
+    from stash_core.sched.report import run_simulation
+
+    jobs = [TraceJob(name, 2, 0.0, 100.0, None, 2.0, "trace") for name in ("a", "b")]
+    doc, _ = run_simulation(jobs, Cluster(1, 3, 4), [Policy("delay", delay_s=300)], tuning="given",
+                            trace="t.csv", trace_format="tiresias")  # fmt: skip
+    for frame in (schedule.cdf_frame(doc), schedule.timeline_frame(doc)):
+        assert set(frame["policy"]) == {"delay 300 s"}  # "delay" beside bars named "delay 300 s"

@@ -21,10 +21,12 @@ def test_a_predicted_step_spreads_by_its_stated_error_and_a_measured_one_by_its_
 
 
 def test_each_bar_gets_one_line_across_its_end() -> None:
-    long = pd.DataFrame({"run_label": ["a", "a", "b"], "stall": ["compute", "network", "compute"]})
+    long = pd.DataFrame({"run_label": ["a", "a", "b"], "stall": ["compute", "network", "compute"],
+                         "error_low": [0.1, 0.2, 0.3], "error_high": [0.2, 0.3, 0.4]})  # fmt: skip
     options = pd.DataFrame([{"config": "a", "iteration_s": 1.0, "source": "predicted", "expected_error": 0.5},
                             {"config": "b", "iteration_s": 2.0, "source": "measured"}])  # fmt: skip
     drawn = with_step_bounds(long, options)
-    assert math.isnan(drawn["error_low"][0])  # one line a bar, on its last part
-    assert (drawn["error_low"][1], drawn["error_high"][1]) == (0.5, 1.5)
-    assert math.isnan(drawn["error_low"][2])  # a measured one without its interval: nothing drawn
+    assert math.isnan(drawn["step_low"][0])  # one line a bar, on its last part
+    assert (drawn["step_low"][1], drawn["step_high"][1]) == (0.5, 1.5)
+    assert math.isnan(drawn["step_low"][2])  # a measured one without its interval: nothing drawn
+    assert drawn["error_low"].tolist() == [0.1, 0.2, 0.3]  # the parts' own intervals stay
