@@ -150,3 +150,10 @@ def test_a_json_py_in_the_current_folder_is_not_the_probes_json(tmp_path, monkey
     monkeypatch.chdir(tmp_path)
     assert measure_peak_bytes("chatty.py:make", 4, "cpu", 10, (3, 8, 8)) >= 0
     assert not ran.exists()
+
+
+def test_a_batch_below_those_measured_is_flagged_too():
+    batches = [64, 128, 256]
+    fit = fit_memory(batches, [GIB + b * GIB // 4 for b in batches])  # a quarter GiB a sample
+    [row] = batch_table(fit, [{"name": "g3.4xlarge", "accelerator": "NVIDIA M60", "accelerator_count": 1}])
+    assert row["batch_per_gpu"] < min(batches) and row["extrapolated"] is True
