@@ -8,22 +8,17 @@ from typing import Any
 
 import pandas as pd
 
-from stash_core.decide.recommend.costs import step_error
 from stash_core.units import finite_float
+from stash_core.views.compare_spread import relative_spread
 
 
 def step_bounds(row: dict[str, Any]) -> tuple[float | None, float | None]:
-    """(low, high) seconds of a row's iteration; (None, None) where it has no spread to draw."""
-    iteration_s = finite_float(row.get("iteration_s"))
-    if iteration_s is None:
+    """(low, high) seconds of a row's iteration, by the spread Compare draws (compare_spread.relative_spread);
+    (None, None) where it has no spread to draw."""
+    iteration_s, spread = finite_float(row.get("iteration_s")), relative_spread(row)
+    if iteration_s is None or spread is None:
         return None, None
-    if str(row.get("source") or "").endswith("measured"):
-        half_s = finite_float(row.get("iteration_ci95_s"))
-    else:
-        error = step_error(row)
-        half_s = None if error is None else error * iteration_s
-    if half_s is None:
-        return None, None
+    half_s = spread * iteration_s
     return max(0.0, iteration_s - half_s), iteration_s + half_s
 
 
