@@ -264,6 +264,8 @@ def show_result(result: Recommendation) -> None:
         st.warning(plain(sentence(warning)), icon=":material/report:")
     if result.price_warning:  # Stash's words and dates read as dates: its commands shown as code
         st.warning(result.price_warning, icon=":material/sell:")
+    if result.catalog_warning:  # rows an older Stash seeded: a newer one may know their links or network
+        st.warning(result.catalog_warning, icon=":material/update:")
     recommended_box(result)
     options = result.options
     if not options.empty:

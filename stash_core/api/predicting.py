@@ -120,4 +120,5 @@ def predict(
     return Predictions(
         request=answer.request, frame=answer.frame, not_predictable=answer.not_predictable,
         expected_errors=answer.expected_errors, answer=answer, profiles_set_aside=answer.profiles_set_aside,
+        warnings=answer.warnings,
     )  # fmt: skip

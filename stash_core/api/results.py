@@ -143,6 +143,7 @@ class Predictions:
     expected_errors: dict[str, Any] = field(default_factory=dict)
     answer: Any = field(default=None, repr=False, compare=False)  # decide.predict's Prediction
     profiles_set_aside: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # catalog rows an older Stash seeded, with the way out
 
     __eq__ = _equal_fields
     __repr__ = _compact_repr
@@ -153,8 +154,8 @@ class Predictions:
         return self.frame.copy()
 
     def to_dict(self) -> dict[str, Any]:
-        """{"job", "predictions", "not_predicted", "profiles_set_aside"}: what `stash predict --format json`
-        prints."""
+        """{"job", "predictions", "not_predicted", "profiles_set_aside", "warnings"}: what `stash predict
+        --format json` prints."""
         return self.answer.to_json()
 
 

@@ -14,6 +14,7 @@ from stash_core.catalog.catalog import (
     seed_catalog,
     set_instance,
     stale_builtin_names,
+    stale_catalog_warning,
 )
 from stash_core.catalog.labels import (
     CONFIRMED_KEY,
@@ -48,5 +49,6 @@ __all__ = [
     "seed_catalog",
     "set_instance",
     "stale_builtin_names",
+    "stale_catalog_warning",
     "stored_label_checks",
 ]

@@ -17,6 +17,8 @@ the checking of values in fields.py.
 from __future__ import annotations
 
 import csv
+import shlex
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -110,6 +112,26 @@ def stale_builtin_names(db_path: Path | str) -> list[str]:
         return []
     with connect(db_path, read_only=True) as con:
         return [] if is_stand_in(con) else [row[0] for row in stale_builtin_rows(con)]
+
+
+def stale_catalog_warning(db_path: Path | str, considered: Iterable[str] | None = None) -> str:
+    """A line naming the instances (of `considered`; every one when None) whose stored rows still hold an
+    older Stash's values, with the command that gives them this Stash's; "" when there are none.
+
+    Said wherever those rows decide an answer: a newer Stash may ship a price, a GPU link or a network for
+    them that the database does not have yet, and `stash instances seed` never runs unasked."""
+    stale = stale_builtin_names(db_path)
+    if considered is not None:
+        wanted = set(considered)
+        stale = [name for name in stale if name in wanted]
+    if not stale:
+        return ""
+    named = ", ".join(stale[:5]) + (", ..." if len(stale) > 5 else "")
+    seed = f"stash instances seed --db {shlex.quote(str(db_path))}"
+    return (
+        f"{len(stale)} built-in instance(s) hold an older Stash's values ({named}): `{seed}` gives them "
+        "this Stash's"
+    )
 
 
 def list_instances(db_path: Path | str) -> pd.DataFrame:

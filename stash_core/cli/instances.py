@@ -5,7 +5,6 @@ its machine's fingerprint says otherwise."""
 from __future__ import annotations
 
 import argparse
-import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -128,7 +127,7 @@ def cmd_instances(args: argparse.Namespace) -> int:
         list_instances,
         seed_and_refresh,
         set_instance,
-        stale_builtin_names,
+        stale_catalog_warning,
     )
     from stash_core.catalog.row_warnings import ambiguous_accelerator_note, redated_price_note, row_warnings
 
@@ -139,12 +138,9 @@ def cmd_instances(args: argparse.Namespace) -> int:
         table = frame[list(_LIST_COLUMNS)].rename(columns=_LIST_COLUMNS).astype(object)
         print(printable(table.where(table.notna(), "-").to_string(index=False)))
         print("prices in USD per hour; `stash instances show NAME` gives the source of each price")
-        stale = stale_builtin_names(path)
+        stale = stale_catalog_warning(path)
         if stale:
-            named = ", ".join(stale[:5]) + (", ..." if len(stale) > 5 else "")
-            seed = f"stash instances seed --db {shlex.quote(str(path))}"
-            print(printable(f"note: {len(stale)} built-in instance(s) hold an older Stash's values "
-                            f"({named}): `{seed}` gives them this Stash's"))  # fmt: skip
+            print(printable(f"note: {stale}"))
         return 0
     if action == "import":
         return _import(path, args)

@@ -158,7 +158,8 @@ def nothing_predicted(reasons: list[str]) -> str:
 def format_prediction(result: Any, rows: int | None = DEFAULT_ROWS) -> str:
     from stash_core.decide.predict.network import comm_method_line
 
-    lines = [*_header(result.request, result.expected_errors), ""]
+    lines = [*_header(result.request, result.expected_errors)]
+    lines += [f"warning: {warning}" for warning in result.warnings] + [""]
     shown = result.frame if rows is None else result.frame.head(rows)
     records = shown.to_dict(orient="records")
     # columns as wide as their widest cell (a 1024-GPU instance's workers), so later columns stay under

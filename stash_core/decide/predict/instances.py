@@ -12,7 +12,7 @@ from typing import Any, Protocol
 
 import pandas as pd
 
-from stash_core.catalog import list_instances
+from stash_core.catalog import list_instances, stale_catalog_warning
 from stash_core.catalog.accelerators import (
     PRECISIONS,
     Accelerator,
@@ -54,15 +54,17 @@ class Prediction:
     expected_errors: dict = field(default_factory=dict)
     # the job's stored profiles that measured another precision, each with why
     profiles_set_aside: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # catalog rows an older Stash seeded (see catalog.py)
 
     def to_json(self) -> dict[str, Any]:
         """{"job": ..., "predictions": [...], "not_predicted": [{"instance", "reason"}], "profiles_set_aside":
-        [line]}: plain JSON values, None for a figure that is not known (never NaN)."""
+        [line], "warnings": [line]}: plain JSON values, None for a figure that is not known (never NaN)."""
         return {
             "job": dict(self.request),
             "predictions": [_json_prediction(plain_row(row)) for row in self.frame.to_dict(orient="records")],
             "not_predicted": [refusal_json(line) for line in self.not_predictable],
             "profiles_set_aside": list(self.profiles_set_aside),
+            "warnings": list(self.warnings),
         }
 
 
@@ -278,7 +280,7 @@ def predict_instances(
     }  # fmt: skip
     _, off_gpus = off_their_gpus(stored, everything)  # said as `recommend` says it
     set_aside = predictor.mislabelled + cpu_aside + off_gpus + predictor.set_aside()
-    return Prediction(request, frame, refused, expected_errors(), set_aside)
+    return Prediction(request, frame, refused, expected_errors(), set_aside, _catalog_warnings(db_path, catalog))
 
 
 def predict_script_run(
@@ -305,7 +307,13 @@ def predict_script_run(
         "workers_per_instance": workers_per_instance or "all GPUs", "max_instances": max_instances,
         "script_run": base.run_id, "measured_on": base.accelerator.name,
     }  # fmt: skip
-    return Prediction(request, frame, refused, expected_errors())
+    return Prediction(request, frame, refused, expected_errors(), warnings=_catalog_warnings(db_path, catalog))
+
+
+def _catalog_warnings(db_path: Path | str, catalog: dict[str, dict]) -> list[str]:
+    """The stale catalog rows among those predicted for, as a warning (none for a database not made yet)."""
+    stale = stale_catalog_warning(db_path, catalog) if Path(db_path).exists() else ""
+    return [stale] if stale else []
 
 
 def prediction_rows(

@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from stash_core.catalog import stored_label_checks
+from stash_core.catalog import stale_catalog_warning, stored_label_checks
 from stash_core.catalog.unknown_names import unknown_names_note
 from stash_core.cells import plain_row
 from stash_core.decide.predict.configuration import HALF_WEIGHTS, profile_shape
@@ -64,12 +64,14 @@ class Recommendation:
     label_warnings: list[str] = field(default_factory=list)
     profiles_set_aside: list[str] = field(default_factory=list)  # the job's stored profiles not used, and why
     price_warning: str = ""  # prices older than PRICE_AGE_DAYS or undated, where the answer rests on any
+    catalog_warning: str = ""  # catalog rows an older Stash seeded, among those evaluated (see catalog.py)
 
     @property
     def warnings(self) -> list[str]:
         """What the user should know before renting: profiles whose machine does not fit their label, old or
-        undated prices."""
-        return [*self.label_warnings, *([self.price_warning] if self.price_warning else [])]
+        undated prices, catalog rows as an older Stash shipped them."""
+        said = (self.price_warning, self.catalog_warning)
+        return [*self.label_warnings, *(warning for warning in said if warning)]
 
     @property
     def ranked(self) -> pd.DataFrame:
@@ -232,6 +234,7 @@ def recommend(
     result = Recommendation(request, options, best, excluded=planner.excluded, label_warnings=label_warnings)
     result.profiles_set_aside = set_aside
     result.price_warning = stale_prices(options, request)
+    result.catalog_warning = stale_catalog_warning(db_path, catalog) if Path(db_path).exists() else ""
     if best is None:
         result.infeasible_reason = infeasible_reason(options, request, planner.excluded)
     else:

@@ -36,7 +36,7 @@ def test_json_answers_the_job_with_every_figure(tmp_path, capsys):
     )  # fmt: skip
     assert status == 0
     answer = json.loads(out)
-    assert set(answer) == {"job", "predictions", "not_predicted", "profiles_set_aside"}
+    assert set(answer) == {"job", "predictions", "not_predicted", "profiles_set_aside", "warnings"}
     job = answer["job"]
     assert (job["model"], job["batch_size"], job["input_shape"], job["precision"]) == (
         "gpt2",
