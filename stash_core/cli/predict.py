@@ -118,6 +118,7 @@ def instance_selection(text: str) -> list[str] | None:
 
 def cmd_predict(args: argparse.Namespace) -> int:
     from stash_core.api.predicting import predict
+    from stash_core.decide.predict.instances import nothing_predicted
 
     if args.model is not None and args.batch_size is None:  # said in the command's words, not Python's
         raise UsageError("--batch-size is required with --model")
@@ -142,17 +143,6 @@ def cmd_predict(args: argparse.Namespace) -> int:
         print(f"stash: {failed} (each reason {where})", file=sys.stderr)
         return 2
     return 0
-
-
-def nothing_predicted(reasons: list[str]) -> str:
-    """The commonest reason nothing was predicted, in a few words."""
-    if reasons and all("whatever the batch" in line for line in reasons):
-        return "the model does not fit the memory of any GPU considered, whatever the batch"
-    if reasons and all("does not fit" in line for line in reasons):
-        return "the batch does not fit the memory of any GPU considered"
-    if reasons and all("no entry in the accelerator table" in line for line in reasons):
-        return "no GPU considered is in Stash's accelerator table"
-    return f"{len(reasons)} instance(s) refused"
 
 
 def format_prediction(result: Any, rows: int | None = DEFAULT_ROWS) -> str:

@@ -130,6 +130,18 @@ def gpus_used_cell(instance_count: int, workers_per_instance: int, gpus_per_inst
     return used if instance_count == 1 else f"{instance_count}x{used}"
 
 
+def nothing_predicted(reasons: list[str]) -> str:
+    """What kept every configuration out, in a few words (`predict`'s failure, `recommend`'s when nothing
+    could be evaluated): the one reason all the lines share, else how many were refused."""
+    if reasons and all("whatever the batch" in line for line in reasons):
+        return "the model does not fit the memory of any GPU considered, whatever the batch"
+    if reasons and all("does not fit" in line for line in reasons):
+        return "the batch does not fit the memory of any GPU considered"
+    if reasons and all("no entry in the accelerator table" in line for line in reasons):
+        return "no GPU considered is in Stash's accelerator table"
+    return f"{len(reasons)} instance(s) refused"
+
+
 def refusal_json(line: str) -> dict[str, str]:
     """A line of not_predictable as JSON: 'NAME: reason' (or '2 x NAME: reason') ->
     {"instance": "NAME", "configuration": "2 x NAME", "reason": "reason"}."""
@@ -280,7 +292,8 @@ def predict_instances(
     }  # fmt: skip
     _, off_gpus = off_their_gpus(stored, everything)  # said as `recommend` says it
     set_aside = predictor.mislabelled + cpu_aside + off_gpus + predictor.set_aside()
-    return Prediction(request, frame, refused, expected_errors(), set_aside, _catalog_warnings(db_path, catalog))
+    warnings = _catalog_warnings(db_path, catalog)
+    return Prediction(request, frame, refused, expected_errors(), set_aside, warnings)
 
 
 def predict_script_run(
@@ -307,7 +320,8 @@ def predict_script_run(
         "workers_per_instance": workers_per_instance or "all GPUs", "max_instances": max_instances,
         "script_run": base.run_id, "measured_on": base.accelerator.name,
     }  # fmt: skip
-    return Prediction(request, frame, refused, expected_errors(), warnings=_catalog_warnings(db_path, catalog))
+    warnings = _catalog_warnings(db_path, catalog)
+    return Prediction(request, frame, refused, expected_errors(), warnings=warnings)
 
 
 def _catalog_warnings(db_path: Path | str, catalog: dict[str, dict]) -> list[str]:

@@ -8,6 +8,7 @@ from typing import Any
 
 import pandas as pd
 
+from stash_core.decide.predict.instances import nothing_predicted
 from stash_core.decide.predict.profile_arithmetic import precision_words
 from stash_core.decide.recommend.costs import STALL_NAMES, step_error
 from stash_core.units import duration_words, finite_float, usd_limit_words, usd_words, usd_words_apart
@@ -273,10 +274,13 @@ def infeasible_reason(options: pd.DataFrame, request: dict[str, Any], excluded: 
     """Which constraint cannot be met (or why nothing could be evaluated), and what would help."""
     work = f"{epochs_words(request['epochs'])} of {request['dataset_images']:,} samples"
     if options.empty:
-        detail = "; ".join(excluded[:3]) if excluded else "the catalog has no instances to consider"
-        more = f" (and {len(excluded) - 3} more)" if len(excluded) > 3 else ""
+        # one refusal says itself; several are summed up as predict does, each listed with those not evaluated
+        detail = excluded[0] if len(excluded) == 1 else (
+            f"{nothing_predicted(excluded)} (each instance's reason is listed with those not evaluated)"
+            if excluded else "the catalog has no instances to consider"
+        )  # fmt: skip
         what = f"{request['model']} at batch {request['batch_size']}"
-        return f"no configuration could be evaluated for {what}: {detail}{more}"
+        return f"no configuration could be evaluated for {what}: {detail}"
     priced = options[options["training_usd"].notna()]
     if priced.empty:
         pricing = "a spot" if request["pricing"] == "spot" else "an on-demand"

@@ -129,6 +129,21 @@ def test_recommend_says_once_what_stops_every_larger_count(tmp_path, capsys):
     assert status == 0 and refused == ["2-4 x Standard_NC12s_v3"]
 
 
+def test_recommend_sums_up_a_refusal_of_every_instance_as_predict_does(tmp_path, capsys):
+    """A batch no GPU holds: predict says so in a few words; recommend repeated every instance's reason in
+    its answer, three times over (answer, list, stderr). One instance's reason still says itself."""
+    job = ("--model", "resnet50", "--batch-size", "2048", "--db", str(tmp_path / "x.duckdb"))
+    rental = ("--epochs", "1", "--dataset-images", "100000", "--max-usd", "100")
+    status, _, err = run(capsys, "predict", *job, "--instances", "g5.xlarge,p3.2xlarge")
+    assert status == 2 and "the batch does not fit the memory of any GPU considered" in one_line(err)
+    status, out, err = run(capsys, "recommend", *job, *rental, "--instances", "g5.xlarge,p3.2xlarge")
+    said = one_line(err)
+    assert status == 1 and "the batch does not fit the memory of any GPU considered" in said
+    assert "A10G" not in said and out.count("A10G") == 1  # the reason once, in the list of those refused
+    status, _, err = run(capsys, "recommend", *job, *rental, "--instances", "g5.xlarge")
+    assert status == 1 and "g5.xlarge: does not fit - batch 2048" in one_line(err)
+
+
 def test_a_batch_near_a_gpus_memory_is_marked_in_the_table_not_only_in_the_json(tmp_path, capsys):
     """ResNet-50 at 280 needs 22.7 of a g5.xlarge's 24 GiB: its JSON row said "near the limit", its table row
     nothing."""
