@@ -89,16 +89,15 @@ def _budget_s(request: dict[str, Any]) -> float | None:
 
 
 def explanations(options: pd.DataFrame, best: dict[str, Any], request: dict[str, Any]) -> list[str]:
-    """Why `best` wins, then a line for each of the (at most five) cheaper-looking options on why it loses."""
+    """Why `best` wins (and what its cost leaves out, when short; whether its margin is thin), then a line for
+    each of the (at most five) cheaper-looking options on why it loses."""
     lines = [
         f"{best['config']} ({best['source']}) is the cheapest configuration that meets the constraints: "
         f"{duration_words(best['training_h'] * 3600, _budget_s(request))} and "
         f"{usd_words(best['training_usd'])} for "
         f"{epochs_words(request['epochs'])}"
     ]
-    margin = _thin_margin(best, request)
-    if margin:
-        lines.append(margin)
+    lines += [line for line in (_short_training(best), _thin_margin(best, request)) if line]
     tie = _tie(options, best)
     if tie:
         lines.append(tie)
@@ -108,6 +107,21 @@ def explanations(options: pd.DataFrame, best: dict[str, Any], request: dict[str,
 
 
 PRICE_AGE_DAYS = 90
+# Under ten minutes of training, an instance's start-up and a provider's minimum charge, which no cost here
+# counts, are a large part of what is paid: said, not guessed (neither is a catalog fact).
+SHORT_TRAINING_S = 600
+
+
+def _short_training(best: dict[str, Any]) -> str:
+    """A line when the best's training is short enough that what its cost leaves out may decide the bill."""
+    seconds = finite_float(best.get("training_h"))
+    if seconds is None or seconds * 3600 >= SHORT_TRAINING_S:
+        return ""
+    return (
+        f"a training of {duration_words(seconds * 3600)} is billed for more than its time: each cost here "
+        "counts the training alone, not an instance's start-up (boot, software, data) nor the provider's "
+        "minimum charge, which may outweigh it"
+    )
 
 
 def _thin_margin(best: dict[str, Any], request: dict[str, Any]) -> str:

@@ -144,6 +144,21 @@ def test_recommend_sums_up_a_refusal_of_every_instance_as_predict_does(tmp_path,
     assert status == 1 and "g5.xlarge: does not fit - batch 2048" in one_line(err)
 
 
+def test_recommend_says_what_the_cost_of_a_short_training_leaves_out(tmp_path, capsys):
+    """A 12-second training ranked by its cost alone: its start-up and the provider's minimum charge may be
+    most of the bill. A training of hours is not told so."""
+    job = ("recommend", "--model", "resnet18", "--batch-size", "32", "--epochs", "1", "--max-usd", "1000",
+           "--instances", "g5.xlarge", "--format", "json", "--db", str(tmp_path / "x.duckdb"))  # fmt: skip
+    status, out, _ = run(capsys, *job, "--dataset-images", "10000")
+    answer = json.loads(out)
+    assert status == 0 and answer["recommended"]["training_h"] * 3600 < 600
+    assert "not an instance's start-up" in answer["explanations"][1]
+    status, out, _ = run(capsys, *job, "--dataset-images", "10000000")
+    answer = json.loads(out)
+    assert status == 0 and answer["recommended"]["training_h"] > 1
+    assert not any("start-up" in line for line in answer["explanations"])
+
+
 def test_a_batch_near_a_gpus_memory_is_marked_in_the_table_not_only_in_the_json(tmp_path, capsys):
     """ResNet-50 at 280 needs 22.7 of a g5.xlarge's 24 GiB: its JSON row said "near the limit", its table row
     nothing."""
