@@ -25,7 +25,8 @@ def pareto_chart(data: pd.DataFrame, budget_hours: float | None) -> alt.LayerCha
             ),
             legend=alt.Legend(orient="top"),
         ),
-        shape=alt.Shape("source:N", title="Iteration time", legend=alt.Legend(orient="top")),
+        # below the chart: beside the colours' legend, it ran past the right edge in an 800 px window
+        shape=alt.Shape("source:N", title="Iteration time", legend=alt.Legend(orient="bottom")),
         tooltip=[
             alt.Tooltip("config:N", title="configuration"),
             alt.Tooltip("source:N"),

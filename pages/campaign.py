@@ -168,7 +168,7 @@ def launch_view(answer: CampaignPlan, request: CampaignRequest) -> None:
     st.caption(
         "The same campaign from a terminal (run again, it resumes: stored configurations are skipped):"
     )
-    st.code(command, language="bash")
+    st.code(command, language="bash", wrap_lines=True)  # read whole in a narrow window too
     pressed = st.button(
         "Launch", icon=":material/rocket_launch:", disabled=not installed or not answer.launchable,
         key="campaign-launch",

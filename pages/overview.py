@@ -58,7 +58,8 @@ def first_steps() -> None:
             st.switch_page("pages/run.py", query_params={"job": job_id})
     st.markdown("Or from a terminal, a larger first profile (ResNet-10 on two workers: interconnect and "
                 "disk stalls too), and the result files of other machines:")
-    st.code(views.overview.terminal_commands(current_db()), language="bash")
+    # wrapped: a command cut at the edge of an 800 px window was read, and copied, as whole
+    st.code(views.overview.terminal_commands(current_db()), language="bash", wrap_lines=True)
 
 
 def busy_elsewhere() -> bool:

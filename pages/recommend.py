@@ -56,7 +56,8 @@ def request_form() -> RecommendRequest | bool | None:
     # No bounds in the browser: a number typed past one was kept out of the form there, and Recommend did
     # nothing with no word; each is checked on Recommend instead, its message naming the field (WORDS).
     with st.form("recommend-form"):
-        first = st.columns(5)
+        # three fields a row: five or four cut values and broke labels mid-word in an 800 px window
+        first = st.columns(3)
         # The model's own profiled batch, kept per model (as its input shape): switching models proposes the
         # new one's batch, and a batch typed for this model stays while it is chosen.
         sizes = views.recommend.batch_sizes_of(profiled, model) or [32]
@@ -75,39 +76,40 @@ def request_form() -> RecommendRequest | bool | None:
             "layers in TF32 on Ampere and later, other matrix products in FP32); fp32; tf32 (every matrix "
             "product, Ampere and later); amp: mixed precision (FP16/BF16 tensor cores)",
         )  # fmt: skip
-        epochs = first[3].number_input(
+        work = st.columns(3)
+        epochs = work[0].number_input(
             "Epochs", value=90.0, step=1.0, format="%g", key="rec-epochs",
             persist_state="session"
         )
-        images = first[4].number_input(
+        images = work[1].number_input(
             defaults.samples_label, value=float(defaults.epoch_samples), **{**WHOLE, "step": 1000.0},
             key=f"rec-samples-{defaults.kind}",
             persist_state="session",
         )  # fmt: skip
         WORDS["dataset_images: "] = f"{defaults.samples_label}: "  # the field as this model labels it
-        habits = st.columns(4)
         kind = defaults.kind
-        memory_format = habits[0].selectbox(
+        memory_format = work[2].selectbox(
             "Memory format", ("nchw", "channels_last"), key="rec-memory-format", persist_state="session",
             disabled=kind == "tokens",
             help="image models: channels_last runs tensor-core convolutions without layout conversions",
         )  # fmt: skip
-        optimizer = habits[1].selectbox(
+        habits = st.columns(3)
+        optimizer = habits[0].selectbox(
             "Optimizer", ("model default", "sgd", "adamw", "rmsprop"), key="rec-optimizer",
             persist_state="session",
             help="default: SGD with momentum for image models, AdamW for token models",
         )  # fmt: skip
-        optimizer_impl = habits[2].selectbox(
+        optimizer_impl = habits[1].selectbox(
             "Optimizer implementation", ("foreach", "fused", "loop"), key="rec-optimizer-impl",
             persist_state="session",
             help="PyTorch's: foreach (its default), fused (fused=True), loop (parameter by parameter)",
         )  # fmt: skip
-        attention = habits[3].selectbox(
+        attention = habits[2].selectbox(
             "Attention", ("fused", "eager"), key="rec-attention", persist_state="session",
             disabled=kind == "image",
             help="transformers: fused (scaled_dot_product_attention) or eager (matrix products, softmax)",
         )  # fmt: skip
-        second = st.columns(5)
+        second = st.columns(3)
         budget = second[0].number_input(  # %g: a budget typed as 0.004 h is shown as such, not as 0.00
             "Time budget (hours, 0 = none)", value=24.0, step=1.0, format="%g",
             key="rec-budget",
@@ -121,12 +123,13 @@ def request_form() -> RecommendRequest | bool | None:
             "Most instances of one type", value=4.0, key="rec-max-instances", **WHOLE,
             persist_state="session"
         )
-        gpus_used = second[3].number_input(
+        third = st.columns(3, vertical_alignment="bottom")  # the toggle beside the field, not its label
+        gpus_used = third[0].number_input(
             "GPUs used per instance (0 = all)", value=0.0, key="rec-workers", persist_state="session",
             **WHOLE,
             help="one worker per GPU; instances with fewer GPUs are not evaluated",
         )  # fmt: skip
-        spot = second[4].toggle("Spot prices", key="rec-spot", persist_state="session")
+        spot = third[1].toggle("Spot prices", key="rec-spot", persist_state="session")
         chosen = st.multiselect(
             "Instances to consider",
             load(views.recommend.instance_names),
