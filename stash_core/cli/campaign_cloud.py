@@ -134,18 +134,23 @@ def print_plan(plan: Any, budget_usd: float | None, iterations: str | int | None
 
     pricing = "spot" if plan.spot else "on-demand"
     print(f"cloud campaign: {len(plan.instances)} instance type(s), {pricing} prices from the catalog")
+    rows = []
     for item in plan.instances:
         offer = item.offer
         basis = ", ".join(sorted({estimate.basis for estimate in item.todo})) or "-"
         price = f"${offer.usd_per_h:g}/h ({offer.price_date or 'undated'})"
         if offer.price_region and offer.price_region != offer.region:  # the catalog prices another region
             price = f"${offer.usd_per_h:g}/h (price of {offer.price_region}, {offer.price_date or 'undated'})"
-        print(
-            f"  {offer.name:<14} {offer.provider} {offer.region:<12} {price}  {len(item.todo)} to run, "
-            f"{len(item.stored)} stored  {_minutes(item.profiles_s)} profiling ({basis}) + "
-            f"{_minutes(item.overhead_s)} start-up = {_minutes(item.seconds)}  "
+        rows.append((offer.name, offer.provider, offer.region, price, (
+            f"{len(item.todo)} to run, {len(item.stored)} stored  {_minutes(item.profiles_s)} profiling "
+            f"({basis}) + {_minutes(item.overhead_s)} start-up = {_minutes(item.seconds)}  "
             f"${cp.cents_up(item.cost_usd):.2f}"  # in cents up, as the total and the budget check
-        )
+        )))  # fmt: skip
+    # each column as wide as its widest cell: an Azure name (25 characters) pushed its line's columns on
+    widths = [max(len(str(row[column])) for row in rows) for column in range(4)] if rows else []
+    for row in rows:
+        cells = [f"{str(cell):<{width}}" for cell, width in zip(row[:4], widths, strict=True)]
+        print(f"  {' '.join(cells[:3])} {cells[3]}  {row[4]}")
     budget = f"; budget ${budget_usd:.15g}" if budget_usd is not None else ""  # as typed, never 1.2e+06
     dates = ", ".join(plan.price_dates)
     print(

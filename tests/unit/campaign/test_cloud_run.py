@@ -176,6 +176,19 @@ def test_bad_input_launches_nothing_where_skypilot_is_installed(capsys, monkeypa
     assert next(sky.counter) == 0  # not one request made of SkyPilot
 
 
+def test_the_plans_columns_stay_aligned_under_a_long_instance_name(capsys, monkeypatch, tmp_path):
+    """An Azure name of 25 characters pushed its line's region and price past the other lines'."""
+    monkeypatch.setattr(skypilot_task, "skypilot_installed", lambda: False)
+    monkeypatch.setattr(cloud_plan, "predict_steps", lambda settings: steps)
+    names = "g5.xlarge,Standard_NC80adis_H100_v5"
+    db = str(tmp_path / "c.duckdb")
+    result = stash_here(capsys, monkeypatch, *CLOUD, "--instances", names, "--dry-run", "--db", db)
+    assert result.returncode == 0, result.stderr
+    rows = [line for line in result.stdout.splitlines() if "to run," in line]
+    assert len(rows) == 2 and len({line.index("$") for line in rows}) == 1
+    assert len({line.index(" to run,") for line in rows}) == 1
+
+
 def test_dry_run_without_skypilot_prints_the_plan_and_the_tasks(capsys, monkeypatch, tmp_path):
     monkeypatch.setattr(skypilot_task, "skypilot_installed", lambda: False)
     monkeypatch.setattr(cloud_plan, "predict_steps", lambda settings: steps)
@@ -192,7 +205,7 @@ def test_dry_run_without_skypilot_prints_the_plan_and_the_tasks(capsys, monkeypa
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert out.splitlines()[0] == "cloud campaign: 2 instance type(s), on-demand prices from the catalog"
-    assert "g5.xlarge      aws us-east-1    $1.006/h (2025-01-01)  1 to run, 0 stored" in out
+    assert "g5.xlarge   aws us-east-1 $1.006/h (2025-01-01)  1 to run, 0 stored" in out
     assert "at catalog prices (prices of 2025-01-01)" in out
     assert out.count("# SkyPilot task of") == 2 and "instance_type: g4dn.xlarge" in out
     assert "not checked by SkyPilot: it is not installed here" in out
@@ -207,7 +220,7 @@ def test_a_plan_in_another_region_says_whose_price_it_shows(capsys, monkeypatch,
     argv = [*CLOUD, "--instances", "g5.xlarge", "--region", "us-west-2", "--dry-run"]
     result = stash_here(capsys, monkeypatch, *argv, "--db", str(db))
     assert result.returncode == 0, result.stderr
-    assert "g5.xlarge      aws us-west-2    $1.006/h (price of us-east-1, 2025-01-01)" in result.stdout
+    assert "g5.xlarge aws us-west-2 $1.006/h (price of us-east-1, 2025-01-01)" in result.stdout
 
 
 def test_the_note_on_iterations_auto_is_made_for_runs_of_iterations_auto_only(capsys, monkeypatch, tmp_path):

@@ -84,8 +84,10 @@ def test_the_page_shows_the_figures_the_command_prints(db: Path, capsys: pytest.
     print_plan(cloud_plan.plan_cloud(list(THREE), ["resnet50"], [64], None, settings), None)
     printed = capsys.readouterr().out
     answer = view.plan(db, request())
+    lines = [text for text in printed.splitlines() if "to run," in text]
+    assert len({line.index("$") for line in lines}) == 1  # an instance's long name pushed its row's columns on
     for row in answer.instances.itertuples():
-        line = next(text for text in printed.splitlines() if text.strip().startswith(row.instance + " "))
+        line = next(text for text in lines if text.strip().startswith(row.instance + " "))
         assert f"${row.usd_per_h:g}/h ({row.price_date})" in line
         assert f"= {row.machine_min:.1f} min  ${row.cost_usd:.2f}" in line
     cost = cloud_plan.cents_up(answer.cost_usd)
