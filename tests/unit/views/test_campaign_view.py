@@ -85,7 +85,7 @@ def test_the_page_shows_the_figures_the_command_prints(db: Path, capsys: pytest.
     printed = capsys.readouterr().out
     answer = view.plan(db, request())
     lines = [text for text in printed.splitlines() if "to run," in text]
-    assert len({line.index("$") for line in lines}) == 1  # an instance's long name pushed its row's columns on
+    assert len({line.index("$") for line in lines}) == 1  # a long name pushed its row's columns on
     for row in answer.instances.itertuples():
         line = next(text for text in lines if text.strip().startswith(row.instance + " "))
         assert f"${row.usd_per_h:g}/h ({row.price_date})" in line
