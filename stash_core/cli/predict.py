@@ -118,7 +118,7 @@ def instance_selection(text: str) -> list[str] | None:
 
 def cmd_predict(args: argparse.Namespace) -> int:
     from stash_core.api.predicting import predict
-    from stash_core.decide.predict.instances import nothing_predicted
+    from stash_core.decide.predict.refusals import nothing_predicted
 
     if args.model is not None and args.batch_size is None:  # said in the command's words, not Python's
         raise UsageError("--batch-size is required with --model")

@@ -30,8 +30,9 @@ from stash_core.api.predicting import predict
 from stash_core.catalog import check_runs, list_instances
 from stash_core.cells import plain, plain_row
 from stash_core.decide.predict.cpu_rows import CPU_MEASURED
-from stash_core.decide.predict.instances import MEANING_NOTES, meaning_notes, refused_instance
+from stash_core.decide.predict.instances import MEANING_NOTES, meaning_notes
 from stash_core.decide.predict.profile_arithmetic import DEFAULT_PRECISION
+from stash_core.decide.predict.refusals import refusal_json
 from stash_core.errors import UsageError
 from stash_core.results.file import STALL_NAMES
 from stash_core.store import queries_compare
@@ -146,7 +147,7 @@ def compare_with_predictions(db_path: Path | str, model: str, batch_size: int, *
     frame = frame[~frame["instance"].isin(have)]
     # Instances measured for the job are not missing; every other one that has no row says why.
     refused = (
-        [line for line in predicted.not_predictable if _instance_of(line) not in have]
+        [line for line in predicted.not_predictable if refusal_json(line)["instance"] not in have]
         + [
             f"{name}: not predicted - it has {gpus} GPU(s), the job uses {workers} per machine"
             for name, gpus in zip(too_small["instance"], too_small["workers_per_instance"], strict=True)
@@ -168,11 +169,6 @@ def compare_with_predictions(db_path: Path | str, model: str, batch_size: int, *
     attrs["profiles_set_aside"] = list(predicted.profiles_set_aside)
     combined.attrs.update(attrs)
     return combined
-
-
-def _instance_of(reason: str) -> str:
-    """The instance a reason of predict() names: 'NAME: ...' or 'COUNT x NAME: ...'."""
-    return refused_instance(reason.partition(": ")[0])
 
 
 def _shape_of(text: Any) -> tuple[int, ...] | None:

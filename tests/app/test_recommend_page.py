@@ -415,3 +415,26 @@ def test_an_answer_for_another_model_says_so(populated, monkeypatch):
     app.selectbox(key="rec-model").set_value("resnet18").run()
     said = [warning.value for warning in app.warning if "the model chosen when" in warning.value]
     assert said and said[0].startswith("The answer below is for resnet50")
+
+
+def test_rows_an_older_stash_seeded_are_named_and_refreshed_from_the_page(tmp_path, monkeypatch):
+    """The command's way out (`stash instances seed`) is a button here: pressed, the rows take this Stash's
+    values, the answer is evaluated again on them, and the warning is gone."""
+    from stash_core import store
+    from stash_core.catalog import get_instance, seed_catalog
+
+    db = tmp_path / "older.duckdb"
+    seed_catalog(db)
+    with store.connect(db) as con:  # as an older Stash left them: no network figure, origin still builtin
+        con.execute("UPDATE instances SET network_gbps = NULL WHERE name IN ('p3.8xlarge', 'p3.16xlarge')")
+    app = _submit(_page(db, monkeypatch), 24.0)
+    assert not app.exception
+    warned = [warning.value for warning in app.warning if "older Stash" in warning.value]
+    assert len(warned) == 1 and "2 built-in instance(s)" in warned[0] and "the button below" in warned[0]
+    assert "stash instances seed" not in warned[0]
+    next(button for button in app.button if button.key == "rec-catalog-refresh").click()
+    app = app.run()
+    assert not app.exception
+    assert not any("older Stash" in warning.value for warning in app.warning)
+    assert any("2 built-in instance(s) now hold this Stash's values" in note.value for note in app.success)
+    assert get_instance(db, "p3.8xlarge")["network_gbps"] is not None

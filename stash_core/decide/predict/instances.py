@@ -5,7 +5,6 @@ rows with script.py's predictor."""
 from __future__ import annotations
 
 import difflib
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -27,6 +26,7 @@ from stash_core.decide.predict.configuration import ConfigPrediction, Predictor
 from stash_core.decide.predict.cpu_rows import cpu_instance_rows, cpu_profiles, off_their_gpus
 from stash_core.decide.predict.profile_arithmetic import DEFAULT_PRECISION
 from stash_core.decide.predict.profile_checks import profiles_that_hold
+from stash_core.decide.predict.refusals import refusal_json
 from stash_core.decide.predict.script import ScriptPredictor, refuse_profiled_script, script_run
 from stash_core.decide.predict.validation import expected_errors
 from stash_core.errors import UsageError
@@ -128,32 +128,6 @@ def gpus_used_cell(instance_count: int, workers_per_instance: int, gpus_per_inst
     workers, gpus = workers_per_instance, gpus_per_instance
     used = f"{workers}/{gpus}" if gpus else f"{workers} CPU"
     return used if instance_count == 1 else f"{instance_count}x{used}"
-
-
-def nothing_predicted(reasons: list[str]) -> str:
-    """What kept every configuration out, in a few words (`predict`'s failure, `recommend`'s when nothing
-    could be evaluated): the one reason all the lines share, else how many were refused."""
-    if reasons and all("whatever the batch" in line for line in reasons):
-        return "the model does not fit the memory of any GPU considered, whatever the batch"
-    if reasons and all("does not fit" in line for line in reasons):
-        return "the batch does not fit the memory of any GPU considered"
-    if reasons and all("no entry in the accelerator table" in line for line in reasons):
-        return "no GPU considered is in Stash's accelerator table"
-    return f"{len(reasons)} instance(s) refused"
-
-
-def refusal_json(line: str) -> dict[str, str]:
-    """A line of not_predictable as JSON: 'NAME: reason' (or '2 x NAME: reason') ->
-    {"instance": "NAME", "configuration": "2 x NAME", "reason": "reason"}."""
-    head, _, reason = line.partition(": ")
-    return {"instance": refused_instance(head), "configuration": head, "reason": reason or line}
-
-
-def refused_instance(head: str) -> str:
-    """The instance of a refusal's head, 'NAME' or 'COUNT x NAME' (COUNT: 2 or 2-4): a label that holds
-    ' x ' after its start ('box x 2') is not cut there."""
-    counted = re.fullmatch(r"\d+(?:-\d+)? x (.+)", head)
-    return counted.group(1) if counted else head
 
 
 def all_catalog_rows(db_path: Path | str) -> dict[str, dict]:

@@ -15,7 +15,7 @@ from stash_core.catalog.unknown_names import unknown_names_note
 from stash_core.cells import plain_row
 from stash_core.decide.predict.configuration import HALF_WEIGHTS, profile_shape
 from stash_core.decide.predict.cpu_rows import off_their_gpus
-from stash_core.decide.predict.instances import all_catalog_rows, check_precision, note_list, refusal_json
+from stash_core.decide.predict.instances import all_catalog_rows, check_precision, note_list
 from stash_core.decide.predict.profile_arithmetic import (
     DEFAULT_PRECISION,
     cudnn_share,
@@ -27,6 +27,7 @@ from stash_core.decide.predict.profile_arithmetic import (
     ran_as,
 )
 from stash_core.decide.predict.profile_checks import mislabelled_line, other_code
+from stash_core.decide.predict.refusals import refusal_json
 from stash_core.decide.predict.step_cost import calls_attention
 from stash_core.decide.recommend.candidates import OptionPlanner
 from stash_core.decide.recommend.costs import STALL_NAMES, RentalJob, communication_unmeasured

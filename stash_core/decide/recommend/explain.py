@@ -8,8 +8,8 @@ from typing import Any
 
 import pandas as pd
 
-from stash_core.decide.predict.instances import nothing_predicted
 from stash_core.decide.predict.profile_arithmetic import precision_words
+from stash_core.decide.predict.refusals import nothing_predicted
 from stash_core.decide.recommend.costs import STALL_NAMES, step_error
 from stash_core.units import duration_words, finite_float, usd_limit_words, usd_words, usd_words_apart
 

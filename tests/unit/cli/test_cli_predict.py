@@ -85,7 +85,7 @@ def test_a_refusal_names_every_machine_count_it_stops(tmp_path, capsys):
 
 def test_a_refusal_keeps_a_label_that_holds_an_x_whole():
     """'box x 2' was named as instance '2' in not_predicted's JSON."""
-    from stash_core.decide.predict.instances import refusal_json
+    from stash_core.decide.predict.refusals import refusal_json
 
     assert refusal_json("box x 2: not predicted - no GPU")["instance"] == "box x 2"
     assert refusal_json("2-4 x box x 2: no network bandwidth")["instance"] == "box x 2"

@@ -1,0 +1,21 @@
+"""The Recommend page's warning of catalog rows an older Stash seeded, with the button that refreshes them."""
+
+import streamlit as st
+
+from pages._shared import current_db
+from stash_core.errors import StashError
+from stash_core.views import catalog_refresh as catalog_words
+from stash_core.views.common import plain
+
+
+def catalog_refresh(warning: str) -> None:
+    """The warning of rows an older Stash seeded, and a button that gives them this Stash's values."""
+    st.warning(catalog_words.warning_in_page_words(warning), icon=":material/update:")
+    if st.button(catalog_words.REFRESH_BUTTON, icon=":material/update:", key="rec-catalog-refresh"):
+        try:
+            refreshed = catalog_words.refresh_builtin_rows(current_db())
+        except StashError as exc:  # a database that cannot be written: said, the page kept
+            st.error(plain(str(exc)), icon=":material/error:")
+            return
+        st.session_state["rec-refreshed"] = len(refreshed)  # said after the rerun, above the new answer
+        st.rerun()  # the database changed: the answer is evaluated again on the refreshed rows
