@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from pages._shared import current_db
+from pages._shared import current_db, forget_cached_queries
 from stash_core.errors import StashError
 from stash_core.views import catalog_refresh as catalog_words
 from stash_core.views.common import plain
@@ -10,7 +10,7 @@ from stash_core.views.common import plain
 
 def catalog_refresh(warning: str) -> None:
     """The warning of rows an older Stash seeded, and a button that gives them this Stash's values."""
-    st.warning(catalog_words.warning_in_page_words(warning), icon=":material/update:")
+    st.warning(plain(catalog_words.warning_in_page_words(warning)), icon=":material/update:")  # names: data
     if st.button(catalog_words.REFRESH_BUTTON, icon=":material/update:", key="rec-catalog-refresh"):
         try:
             refreshed = catalog_words.refresh_builtin_rows(current_db())
@@ -18,4 +18,5 @@ def catalog_refresh(warning: str) -> None:
             st.error(plain(str(exc)), icon=":material/error:")
             return
         st.session_state["rec-refreshed"] = len(refreshed)  # said after the rerun, above the new answer
+        forget_cached_queries()  # as every page that writes: no answer of the rows before is kept
         st.rerun()  # the database changed: the answer is evaluated again on the refreshed rows

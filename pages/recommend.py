@@ -266,8 +266,8 @@ def show_result(result: Recommendation) -> None:
     st.markdown(f"**Job:** {plain(views.recommend.headline(result))}")
     refreshed = st.session_state.pop("rec-refreshed", None)
     if refreshed is not None:
-        st.success(f"{refreshed} built-in instance(s) now hold this Stash's values: the answer below uses "
-                   "them.", icon=":material/update:")  # fmt: skip
+        st.success(f"{refreshed} built-in instance(s) of the catalog now hold this Stash's values: the "
+                   "answer below uses them.", icon=":material/update:")  # fmt: skip
     for warning in result.label_warnings:  # the user's labels are data, not Markdown
         st.warning(plain(sentence(warning)), icon=":material/report:")
     if result.price_warning:  # Stash's words and dates read as dates: its commands shown as code

@@ -135,7 +135,8 @@ class Predictions:
     """Predicted training-step times without a profile: the job asked (`request`), one row per predicted
     configuration (`frame`: instance, workers, step time, compute/interconnect/network, expected error,
     memory; each column in docs/api.md), one 'NAME: reason' line per instance that could not be predicted,
-    and one line per stored profile of the job that measured another precision (`profiles_set_aside`)."""
+    one line per stored profile of the job that measured another precision (`profiles_set_aside`), and
+    `warnings`: catalog rows among those predicted for that an older Stash seeded."""
 
     request: dict[str, Any]
     frame: pd.DataFrame = field(repr=False)
@@ -184,7 +185,8 @@ class Recommendation:
 
     @property
     def warnings(self) -> list[str]:
-        """label_warnings, then old or undated prices (what the JSON's "warnings" holds)."""
+        """label_warnings, then old or undated prices, then catalog rows an older Stash seeded (what the
+        JSON's "warnings" holds)."""
         return self.answer.warnings if self.answer is not None else list(self.label_warnings)
 
     def to_frame(self) -> pd.DataFrame:

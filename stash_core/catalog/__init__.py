@@ -13,7 +13,6 @@ from stash_core.catalog.catalog import (
     seed_and_refresh,
     seed_catalog,
     set_instance,
-    stale_builtin_names,
     stale_catalog_warning,
 )
 from stash_core.catalog.labels import (
@@ -48,7 +47,6 @@ __all__ = [
     "seed_and_refresh",
     "seed_catalog",
     "set_instance",
-    "stale_builtin_names",
     "stale_catalog_warning",
     "stored_label_checks",
 ]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import csv
 import shlex
-from collections.abc import Iterable
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -35,13 +35,13 @@ from stash_core.catalog.fields import (
     typed_row,
 )
 from stash_core.catalog.row_warnings import row_warnings
+from stash_core.cells import plain_row
 from stash_core.errors import UsageError
 from stash_core.store import connect
 from stash_core.store.catalog_seed import (
     BUILTIN_CATALOG_CSV,
     builtin_catalog_rows,
     refresh_builtin_rows,
-    stale_builtin_rows,
 )
 from stash_core.store.connection import is_stand_in
 from stash_core.store.instances import (
@@ -105,25 +105,22 @@ def seed_and_refresh(db_path: Path | str) -> tuple[int, list[str]]:
         return (count_rows(con) if created else inserted), refreshed
 
 
-def stale_builtin_names(db_path: Path | str) -> list[str]:
-    """Stored rows still as an older Stash shipped them (origin 'builtin', other values than this Stash's):
-    `stash instances seed` refreshes them. Read-only; [] for a database not there."""
-    if not Path(db_path).exists():
-        return []
-    with connect(db_path, read_only=True) as con:
-        return [] if is_stand_in(con) else [row[0] for row in stale_builtin_rows(con)]
-
-
-def stale_catalog_warning(db_path: Path | str, considered: Iterable[str] | None = None) -> str:
-    """A line naming the instances (of `considered`; every one when None) whose stored rows still hold an
-    older Stash's values, with the command that gives them this Stash's; "" when there are none.
+def stale_catalog_warning(db_path: Path | str, rows: Mapping[str, Mapping[str, Any]] | None = None) -> str:
+    """A line naming the instances of `rows` (catalog rows by name as list_instances gives them, `stored`
+    included; every row of the database when None) whose stored row still holds an older Stash's values,
+    with the command that gives them this Stash's; "" when there are none.
 
     Said wherever those rows decide an answer: a newer Stash may ship a price, a GPU link or a network for
-    them that the database does not have yet, and `stash instances seed` never runs unasked."""
-    stale = stale_builtin_names(db_path)
-    if considered is not None:
-        wanted = set(considered)
-        stale = [name for name in stale if name in wanted]
+    them that the database does not have yet, and `stash instances seed` never runs unasked. Rows already
+    read are compared in memory: predict and recommend open the database once."""
+    if rows is None:
+        rows = {row["name"]: row for row in list_instances(db_path).to_dict(orient="records")}
+    shipped = {row["name"]: plain_row(row) for row in builtin_instances().to_dict(orient="records")}
+    stale = [
+        name for name, row in rows.items()
+        if bool(row.get("stored")) and row.get("origin") == "builtin" and name in shipped
+        and plain_row({key: value for key, value in row.items() if key != "stored"}) != shipped[name]
+    ]  # fmt: skip
     if not stale:
         return ""
     named = ", ".join(stale[:5]) + (", ..." if len(stale) > 5 else "")

@@ -62,7 +62,7 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     )  # fmt: skip
     add_job_arguments(pred)
     add_format_argument(
-        pred, "job, predictions, not_predicted, profiles_set_aside; with none: error, exit_status"
+        pred, "job, predictions, not_predicted, profiles_set_aside, warnings; with none: error, exit_status"
     )
     add_db_argument(pred)
 

@@ -73,9 +73,9 @@ def fitted_widths(
     # a text column keeps its longest word whole ("a2-ultragpu-" over "2g" would buy no room).
     floors = {column: 40 if column in text else max(40, _cells_width(frame, column)) for column in widths}
     cap = _level(list(widths.values()), budget_px, list(floors.values()))
-    floors |= {column: max(40, _longest_word_px(frame[column])) for column in text}
+    floors |= {column: min(widths[column], max(40, _longest_word_px(frame[column]))) for column in text}
     narrowed = {column: max(floors[column], min(width, cap)) for column, width in widths.items()}
-    return narrowed, any(text[column] > cap for column in text)
+    return narrowed, any(narrowed[column] < text[column] for column in text)
 
 
 WORD_FLOOR_PX = 160  # a longer word (a path, an id) may be broken rather than widen its column further

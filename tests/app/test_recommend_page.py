@@ -436,5 +436,5 @@ def test_rows_an_older_stash_seeded_are_named_and_refreshed_from_the_page(tmp_pa
     app = app.run()
     assert not app.exception
     assert not any("older Stash" in warning.value for warning in app.warning)
-    assert any("2 built-in instance(s) now hold this Stash's values" in note.value for note in app.success)
+    assert any("2 built-in instance(s) of the catalog now hold" in note.value for note in app.success)
     assert get_instance(db, "p3.8xlarge")["network_gbps"] is not None

@@ -299,8 +299,8 @@ def predict_script_run(
 
 
 def _catalog_warnings(db_path: Path | str, catalog: dict[str, dict]) -> list[str]:
-    """The stale catalog rows among those predicted for, as a warning (none for a database not made yet)."""
-    stale = stale_catalog_warning(db_path, catalog) if Path(db_path).exists() else ""
+    """The catalog rows among those predicted for that an older Stash seeded, as a warning."""
+    stale = stale_catalog_warning(db_path, catalog)
     return [stale] if stale else []
 
 

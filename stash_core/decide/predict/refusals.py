@@ -9,14 +9,20 @@ import re
 
 def nothing_predicted(reasons: list[str]) -> str:
     """What kept every configuration out, in a few words (`predict`'s failure, `recommend`'s when nothing
-    could be evaluated): the one reason all the lines share, else how many were refused."""
+    could be evaluated): the one reason all the lines share, else how many instances were refused and the
+    first line."""
     if reasons and all("whatever the batch" in line for line in reasons):
         return "the model does not fit the memory of any GPU considered, whatever the batch"
     if reasons and all("does not fit" in line for line in reasons):
         return "the batch does not fit the memory of any GPU considered"
     if reasons and all("no entry in the accelerator table" in line for line in reasons):
         return "no GPU considered is in Stash's accelerator table"
-    return f"{len(reasons)} instance(s) refused"
+    if reasons and all(line.endswith(": no full step") for line in reasons):
+        return "an epoch gives each worker fewer samples than one batch in every configuration: no full step"
+    # one line per configuration ("2 x NAME: ..."): counted by instance, with the first line's reason
+    instances = len({refusal_json(line)["instance"] for line in reasons})
+    many = f" in {len(reasons)} configurations" if len(reasons) > instances else ""
+    return f"{instances} instance(s) refused{many}" + (f"; the first: {reasons[0]}" if reasons else "")
 
 
 def refusal_json(line: str) -> dict[str, str]:

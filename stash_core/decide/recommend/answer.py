@@ -235,7 +235,7 @@ def recommend(
     result = Recommendation(request, options, best, excluded=planner.excluded, label_warnings=label_warnings)
     result.profiles_set_aside = set_aside
     result.price_warning = stale_prices(options, request)
-    result.catalog_warning = stale_catalog_warning(db_path, catalog) if Path(db_path).exists() else ""
+    result.catalog_warning = stale_catalog_warning(db_path, catalog)
     if best is None:
         result.infeasible_reason = infeasible_reason(options, request, planner.excluded)
     else:

@@ -114,11 +114,11 @@ SHORT_TRAINING_S = 600
 
 def _short_training(best: dict[str, Any]) -> str:
     """A line when the best's training is short enough that what its cost leaves out may decide the bill."""
-    seconds = finite_float(best.get("training_h"))
-    if seconds is None or seconds * 3600 >= SHORT_TRAINING_S:
+    hours = finite_float(best.get("training_h"))
+    if hours is None or hours * 3600 >= SHORT_TRAINING_S:
         return ""
     return (
-        f"a training of {duration_words(seconds * 3600)} is billed for more than its time: each cost here "
+        f"a training of {duration_words(hours * 3600)} is billed for more than its time: each cost here "
         "counts the training alone, not an instance's start-up (boot, software, data) nor the provider's "
         "minimum charge, which may outweigh it"
     )
@@ -290,7 +290,7 @@ def infeasible_reason(options: pd.DataFrame, request: dict[str, Any], excluded: 
     if options.empty:
         # one refusal says itself; several are summed up as predict does, each listed with those not evaluated
         detail = excluded[0] if len(excluded) == 1 else (
-            f"{nothing_predicted(excluded)} (each instance's reason is listed with those not evaluated)"
+            f"{nothing_predicted(excluded)} (each refused configuration is listed with its reason)"
             if excluded else "the catalog has no instances to consider"
         )  # fmt: skip
         what = f"{request['model']} at batch {request['batch_size']}"
