@@ -323,7 +323,7 @@ def predict_steps(settings: CampaignSettings) -> Predict:
         notes = [
             f"{model} batch {batch_size}: {line}; counted at its time cap" for line in answer.not_predictable
         ]
-        return steps, notes
+        return steps, notes + list(answer.warnings)  # catalog rows an older Stash seeded: prices, links
 
     return predict
 

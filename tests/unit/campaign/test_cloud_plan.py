@@ -249,3 +249,17 @@ def test_the_total_said_is_the_sum_of_the_rows_said():
     with pytest.raises(UsageError, match=r"costs up to \$1\.47 at catalog prices, above --budget-usd 1\.46"):
         check_budget(plan, 1.46)
     check_budget(plan, 1.47)
+
+
+def test_the_plan_names_catalog_rows_an_older_stash_seeded(settings):
+    """A plan that spends money at a catalog's prices says, as predict and recommend do, which of its rows an
+    older Stash stored (`stash instances seed` gives them this Stash's)."""
+    from stash_core import store
+    from stash_core.catalog import seed_catalog
+
+    seed_catalog(settings.db_path)
+    with store.connect(settings.db_path) as con:
+        con.execute("UPDATE instances SET network_gbps = NULL WHERE name = 'g4dn.xlarge'")
+    plan = plan_cloud(["g4dn.xlarge", "g5.xlarge"], ["resnet18"], [8], None, settings)
+    warned = [note for note in plan.notes if "older Stash" in note]
+    assert len(warned) == 1 and "(g4dn.xlarge)" in warned[0] and "stash instances seed" in warned[0]
