@@ -69,13 +69,11 @@ def fitted_widths(
         if text and sum(fitted.values()) <= room:
             return {**widths, **fitted}, True
     # Still too wide: the widest columns are cut to one width, their headings too, but never a number's or a
-    # short text's cells (a cut figure or date reads as another value): the table scrolls sideways then, so
-    # a text column keeps its longest word whole ("a2-ultragpu-" over "2g" would buy no room).
+    # short text's cells (a cut figure or date reads as another value): the table may then scroll sideways.
     floors = {column: 40 if column in text else max(40, _cells_width(frame, column)) for column in widths}
     cap = _level(list(widths.values()), budget_px, list(floors.values()))
-    floors |= {column: min(widths[column], max(40, _longest_word_px(frame[column]))) for column in text}
     narrowed = {column: max(floors[column], min(width, cap)) for column, width in widths.items()}
-    return narrowed, any(narrowed[column] < text[column] for column in text)
+    return narrowed, any(text[column] > cap for column in text)
 
 
 WORD_FLOOR_PX = 160  # a longer word (a path, an id) may be broken rather than widen its column further
@@ -85,7 +83,7 @@ def _longest_word_px(series: pd.Series) -> int:
     """The width of a text column's longest word (of the first rows), up to WORD_FLOOR_PX."""
     longest = max((len(word) for value in series.head(SAMPLE_ROWS) for word in _cell_text(value).split()),
                   default=0)  # fmt: skip
-    return min(math.ceil(longest * CHAR_PX * WIDE_TEXT + PAD_PX), WORD_FLOOR_PX)
+    return min(int(longest * CHAR_PX * WIDE_TEXT + PAD_PX), WORD_FLOOR_PX)
 
 
 def _cells_width(frame: pd.DataFrame, column: Any) -> int:
