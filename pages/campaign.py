@@ -65,7 +65,7 @@ def request_form() -> CampaignRequest | None:
             "Models (zoo names)", view.zoo_models(), default=list(view.DEFAULT_MODELS), key="campaign-models",
             persist_state="session"
         )
-        cols = st.columns(4)
+        cols = [*st.columns(2), *st.columns(2)]  # four in a row cut the region's placeholder at 800 px
         batch_text = cols[0].text_input("Batch sizes per worker (comma list)", str(CAMPAIGN_BATCH_SIZE),
                                         key="campaign-batch", persist_state="session")  # fmt: skip
         pricing = cols[1].radio(
@@ -151,7 +151,7 @@ def plan_view(answer: CampaignPlan) -> None:
     for task in answer.tasks:
         label = f"SkyPilot task of {task.instance} (cluster {task.cluster})"
         with st.expander(label, icon=":material/code:"):
-            st.code(task.yaml, language="yaml")
+            st.code(task.yaml, language="yaml", wrap_lines=True)  # its command read whole
 
 
 def launch_view(answer: CampaignPlan, request: CampaignRequest) -> None:

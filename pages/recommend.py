@@ -216,6 +216,7 @@ def ranked_view(ranked: pd.DataFrame) -> None:
         "another GPU gives the CPU stall alone, for each instance's vCPUs); those not predicted are missing "
         "from the bars."
     )
+    options = ranked  # the chart's spreads read each option's own source ("predicted"), not the table's words
     gpus, source = views.recommend.gpus_used(ranked), views.recommend.marked_source(ranked)
     ranked = ranked.assign(source=source, gpus=gpus)
     columns = ["rank", "config", "accelerator", "gpus", "source", "comm_error", "training_h", "training_usd",
@@ -246,7 +247,7 @@ def ranked_view(ranked: pd.DataFrame) -> None:
         with st.expander(f"The configurations' notes ({len(said)})", icon=":material/notes:"):
             st.markdown("\n".join(f"- **{plain(ranks)}:** {plain(note)}" for note, ranks in said.items()))
     st.subheader("Where the time of each choice goes")
-    shown = ranked.head(CHART_OPTIONS)
+    shown = options.head(CHART_OPTIONS)
     if len(ranked) > CHART_OPTIONS:  # said: the chart is of the cheapest, the table above has them all
         st.caption(f"The {CHART_OPTIONS} cheapest of the {len(ranked)} configurations that meet the "
                    "constraints.")  # fmt: skip
@@ -375,7 +376,7 @@ WORDS = {
     "raise --budget-hours or allow more instances (--max-instances)":
         "raise the time budget or the most instances of one type",
     ", or use more GPUs of each (--workers-per-instance)": ", or use more GPUs per instance",
-    "(set one with `stash instances set`)": "(set one in the instance catalog below)",
+    "(set one with `stash instances set`)": "(set one in the instance catalog at the top of the page)",
     "(--accelerator-count N)": "(its accelerator_count)", "(--accelerator NAME)": "(its accelerator)",
     "profile the job there with --instance ": "profile the job there, the Run page's Instance label set to ",
     "change it with `stash instances set`": "change its row instead",

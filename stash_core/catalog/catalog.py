@@ -116,18 +116,21 @@ def stale_catalog_warning(db_path: Path | str, rows: Mapping[str, Mapping[str, A
     if rows is None:
         rows = {row["name"]: row for row in list_instances(db_path).to_dict(orient="records")}
     shipped = {row["name"]: plain_row(row) for row in builtin_instances().to_dict(orient="records")}
-    stale = [
-        name for name, row in rows.items()
-        if bool(row.get("stored")) and row.get("origin") == "builtin" and name in shipped
-        and plain_row({key: value for key, value in row.items() if key != "stored"}) != shipped[name]
-    ]  # fmt: skip
+    stale: dict[str, list[str]] = {}  # name: the columns whose values differ from this Stash's
+    for name, row in rows.items():
+        if bool(row.get("stored")) and row.get("origin") == "builtin" and name in shipped:
+            stored = plain_row({key: value for key, value in row.items() if key != "stored"})
+            if differ := [column for column in COLUMNS if stored.get(column) != shipped[name].get(column)]:
+                stale[name] = differ
     if not stale:
         return ""
-    named = ", ".join(stale[:5]) + (", ..." if len(stale) > 5 else "")
+    named = ", ".join(f"{name} ({', '.join(differ[:3])}{', ...' if len(differ) > 3 else ''})"
+                      for name, differ in list(stale.items())[:5])  # fmt: skip
+    named += ", ..." if len(stale) > 5 else ""
     seed = f"stash instances seed --db {shlex.quote(str(db_path))}"
     return (
-        f"{len(stale)} built-in instance(s) hold an older Stash's values ({named}): `{seed}` gives them "
-        "this Stash's"
+        f"{len(stale)} built-in instance(s) hold an older Stash's values: {named}; `{seed}` gives them "
+        "this Stash's values"
     )
 
 

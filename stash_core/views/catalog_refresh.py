@@ -8,13 +8,15 @@ from pathlib import Path
 from stash_core.catalog import seed_and_refresh
 
 REFRESH_BUTTON = "Give them this Stash's values"
-_COMMAND = ": `stash instances seed"  # where the command's advice starts in the warning
+_COMMAND = "; `stash instances seed"  # where the command's advice starts in the warning
 
 
 def warning_in_page_words(warning: str) -> str:
     """The catalog warning with the page's button in place of the command (the rest as the command says)."""
     head, found, _ = warning.partition(_COMMAND)
-    return f"{head}: the button below ({REFRESH_BUTTON}) gives them this Stash's" if found else warning
+    if not found:
+        return warning
+    return f"{head}; the button below ({REFRESH_BUTTON}) gives them this Stash's values."
 
 
 def refresh_builtin_rows(db_path: Path | str) -> list[str]:

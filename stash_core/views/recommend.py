@@ -362,9 +362,9 @@ def _kind(reason: str) -> str:
 _WORD = r"('(?:[^']|'\\'')*'|[^\s`]+)"
 _ADVICE_WORDS = (
     (re.compile(rf"`stash instances set {_WORD} --interconnect LINK`"),
-     lambda m: "set its interconnect in the catalog's Links columns below"),
+     lambda m: "set its interconnect in the Links columns of the instance catalog at the top of the page"),
     (re.compile(rf"`stash instances set {_WORD} --network-gbps GBPS`"),
-     lambda m: "set its network_gbps in the catalog's Links columns below"),
+     lambda m: "set its network_gbps in the Links columns of the instance catalog at the top of the page"),
     (re.compile(rf"`stash profile --model {_WORD} --batch-size (\d+)(?: --input-shape (\S+))?"
                 rf"(?: --workers (\d+))? --instance {_WORD}`"),
      lambda m: (f"the Run page with model {_unquoted(m[1])}, batch size {m[2]}"
@@ -382,8 +382,8 @@ def _unquoted(word: str) -> str:
 
 
 def advice_in_page_words(text: str) -> str:
-    """A reason's advice with the commands it names said as the page's controls (the catalog editor below,
-    the Run page): its backticks had shown as they were."""
+    """A reason's advice with the commands it names said as the page's controls (the catalog editor at the
+    top of the page, the Run page): its backticks had shown as they were."""
     for pattern, words in _ADVICE_WORDS:
         text = pattern.sub(words, text)
     return text

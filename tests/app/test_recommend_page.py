@@ -438,3 +438,23 @@ def test_rows_an_older_stash_seeded_are_named_and_refreshed_from_the_page(tmp_pa
     assert not any("older Stash" in warning.value for warning in app.warning)
     assert any("2 built-in instance(s) of the catalog now hold" in note.value for note in app.success)
     assert get_instance(db, "p3.8xlarge")["network_gbps"] is not None
+
+
+def test_each_bar_of_where_the_time_goes_has_its_spread_across_its_end(populated, monkeypatch):
+    """The page gave the chart the table's words for each option's source ("◇ predicted ±49%"), in which no
+    option read as predicted: no bar had its spread, though the caption says each has."""
+    import pandas as pd
+    import pyarrow as pa
+
+    app = _submit(_page(populated, monkeypatch), 24.0)
+    assert not app.exception
+    frames = [
+        pa.ipc.open_stream(dataset.data.data).read_all().to_pandas()
+        for chart in app.get("vega_lite_chart") if "step_low" in chart.proto.spec
+        for dataset in chart.proto.datasets
+    ]  # fmt: skip
+    drawn = pd.concat([frame for frame in frames if "step_low" in frame])
+    predicted = drawn[drawn["source"].astype(str).str.contains("predicted")]
+    # one line a bar (on its last part): every predicted bar has one, from below its step to above it
+    bars = predicted.groupby("run_label")[["step_low", "step_high"]].max()
+    assert len(bars) and bars.notna().all().all() and (bars["step_low"] < bars["step_high"]).all()

@@ -262,4 +262,4 @@ def test_the_plan_names_catalog_rows_an_older_stash_seeded(settings):
         con.execute("UPDATE instances SET network_gbps = NULL WHERE name = 'g4dn.xlarge'")
     plan = plan_cloud(["g4dn.xlarge", "g5.xlarge"], ["resnet18"], [8], None, settings)
     warned = [note for note in plan.notes if "older Stash" in note]
-    assert len(warned) == 1 and "(g4dn.xlarge)" in warned[0] and "stash instances seed" in warned[0]
+    assert len(warned) == 1 and "g4dn.xlarge (network_gbps)" in warned[0] and "instances seed" in warned[0]

@@ -31,7 +31,8 @@ def test_predict_names_the_old_rows_it_answers_for_until_seeded(tmp_path, capsys
     job = ("predict", "--model", "resnet18", "--batch-size", "32", "--db", db)
     status, out = answer(capsys, *job, "--instances", f"{OLD},p3.2xlarge")
     assert status == 0
-    said = f"warning: 1 built-in instance(s) hold an older Stash's values ({OLD}): `stash instances seed"
+    said = (f"warning: 1 built-in instance(s) hold an older Stash's values: {OLD} (network_gbps, "
+            "interconnect); `stash instances seed")
     assert said in out
     assert f"{OLD}: " in out.split("not predicted")[1]  # refused for the link the old row lacks
     status, out = answer(capsys, *job, "--instances", f"{OLD},p3.2xlarge", "--format", "json")

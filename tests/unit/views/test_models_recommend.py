@@ -461,6 +461,6 @@ def test_a_reasons_commands_are_said_as_the_pages_controls(reason: str, name: st
         reason + unpredicted_advice(reason, name, 2, 1, "resnet50", 64, (3, 224, 224))
     )
     assert "`" not in said and "stash " not in said, said
-    assert "set its interconnect in the catalog's Links columns below" in said
+    assert "set its interconnect in the Links columns of the instance catalog at the top of the page" in said
     if NO_NETWORK not in reason:  # a profile of the machine is the other way: its label as typed
         assert said.endswith(f"2 workers and Instance label {name})"), said
