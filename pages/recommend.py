@@ -382,6 +382,7 @@ WORDS = {
     "change it with `stash instances set`": "change its row instead",
     "(give --interconnect ": "(set its interconnect in the Links columns to ",
     "(listed with --all)": "(in the download of all configurations)",
+    "see `stash models`, or give a user model as": "choose one from the Model list, or type a user model as",
     "batch_size: ": "Batch size per worker: ",  # the API's argument names as the form's fields
     "dataset_images: ": "Samples in one epoch: ", "budget_hours: ": "Time budget: ",
     "epochs: ": "Epochs: ", "max_usd: ": "Cost limit: ",

@@ -458,3 +458,16 @@ def test_each_bar_of_where_the_time_goes_has_its_spread_across_its_end(populated
     # one line a bar (on its last part): every predicted bar has one, from below its step to above it
     bars = predicted.groupby("run_label")[["step_low", "step_high"]].max()
     assert len(bars) and bars.notna().all().all() and (bars["step_low"] < bars["step_high"]).all()
+
+
+def test_an_unknown_model_is_said_in_the_pages_words(tmp_path, monkeypatch):
+    """The command's advice ("see `stash models`") showed on the page with its backticks, naming a command
+    where the page has a list to choose from."""
+    db = tmp_path / "empty.duckdb"
+    monkeypatch.setenv("STASH_DB", str(db))
+    app = AppTest.from_file(str(PAGE), default_timeout=120)
+    app.session_state["stash_db_path"] = str(db)
+    app.session_state["rec-model"] = "nosuchmodel"  # typed: the list takes new names
+    app = _submit(app.run(), 24.0)
+    said = " ".join(error.value for error in app.error)
+    assert "not in the zoo" in said and "choose one from the Model list" in said and "`" not in said
