@@ -22,6 +22,7 @@ from stash_core.analysis.stalls import (
     stall_fault,
     stall_resolved,
 )
+from stash_core.analysis.unmeasured import NOT_ASKED
 from stash_core.terminal import one_line
 from stash_core.units import decimals_for, finite_float, share_at_an_end
 
@@ -77,6 +78,7 @@ def format_breakdown(
             unresolved.append(LABELS[name])
     lines.extend(remainder_lines(breakdown, digits))
     lines.extend(epoch_lines(breakdown))
+    lines.extend(not_measured_lines(breakdown))
     if unresolved:
         hint = resolve_hint(breakdown.get("warnings"))
         lines.append(f"not resolved: {', '.join(unresolved)}; to resolve: {hint}")
@@ -85,6 +87,20 @@ def format_breakdown(
         if warning != headline and not said:
             lines.append(f"warning: {one_line(warning)}")
     return "\n".join(lines)
+
+
+def not_measured_lines(breakdown: dict) -> list[str]:
+    """'not measured: network - one machine: ...', one line per reason ('CPU prep and disk fetch - no data
+    is loaded: ...'): the stalls left out of the table (a run stored before reasons were kept: names
+    alone)."""
+    missing: dict[str, list[str]] = {}
+    for name in STALLS:
+        stall = breakdown["stalls"].get(name) or {}
+        if stall.get("status", "not_measured") == "not_measured" and stall_fault(stall) is None:
+            missing.setdefault(one_line(stall.get("note") or ""), []).append(LABELS[name])
+    # a stall left out of --stalls was the user's choice: its note says so in the data, the table is quiet
+    return [f"not measured: {' and '.join(names)}" + (f" - {why}" if why else "")
+            for why, names in missing.items() if why != NOT_ASKED]  # fmt: skip
 
 
 def stall_line(label: str, stall: dict, iteration_s: float, digits: int) -> str | None:

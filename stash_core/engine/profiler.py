@@ -19,6 +19,7 @@ from stash_core.analysis.coherence import (
 )
 from stash_core.analysis.comm import communication_bounds
 from stash_core.analysis.stalls import PhaseTime, breakdown
+from stash_core.analysis.unmeasured import add_not_measured_notes, not_measured_reasons
 from stash_core.engine import plan as run_plans
 from stash_core.engine.data_setup import (
     DataSetup,
@@ -325,6 +326,8 @@ def breakdown_of_completed(
         {name: value for name, value in rounds.items() if value} or None,
     )
     result["warnings"] = warnings + result["warnings"]
+    reasons = not_measured_reasons(spec.stalls, spec.workers_total, spec.nodes, spec.real_data)
+    add_not_measured_notes(result["stalls"], reasons)  # each stall not measured says why
     if not apart:  # workers that train apart do no more in R1 than R0's one: no order between them
         add_impossible_warning(result, completed, times, chain)
     add_communication(result, doc, chain)

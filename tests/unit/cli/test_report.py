@@ -202,3 +202,39 @@ def test_every_interval_of_the_table_carries_its_unit() -> None:
     compute = next(line for line in lines if line.strip().startswith("compute"))
     remainder = next(line for line in lines if line.strip().startswith("not separated"))
     assert compute.endswith("± 0.005 s") and remainder.endswith("± 0.009 s")
+
+
+def test_each_stall_not_measured_is_named_with_its_reason_once() -> None:
+    """One machine, no data: network, CPU prep and disk fetch had been left out of the table without a word,
+    and the iteration read as the job's though it held no data loading."""
+    no_data = "no data is loaded: the inputs are made on the device"
+    breakdown = {
+        "iteration_s": 0.2,
+        "stalls": {
+            "compute": {"seconds": 0.1, "ci95_s": 0.01, "status": "measured"},
+            "interconnect": {"seconds": 0.1, "ci95_s": 0.01, "status": "measured"},
+            "network": {"seconds": None, "status": "not_measured", "note": "one machine\x1b[2J"},
+            "cpu": {"seconds": None, "status": "not_measured", "note": no_data},
+            "disk": {"seconds": None, "status": "not_measured", "note": no_data},
+        },
+    }
+    lines = format_breakdown(breakdown).splitlines()
+    assert f"not measured: CPU prep and disk fetch - {no_data}" in lines
+    network = next(line for line in lines if line.startswith("not measured: network - one machine"))
+    assert "\x1b" not in network  # a stored note is data: no terminal escape reaches the screen
+    stored_before = {**breakdown, "stalls": {**breakdown["stalls"], "network": {"status": "not_measured"}}}
+    assert "not measured: network" in format_breakdown(stored_before).splitlines()
+
+
+def test_a_stall_left_out_of_stalls_is_not_listed_as_not_measured() -> None:
+    """The user chose it: the table names only what the setup could not measure."""
+    from stash_core.analysis.unmeasured import NOT_ASKED
+
+    breakdown = {
+        "iteration_s": 0.2,
+        "stalls": {
+            "compute": {"seconds": 0.2, "ci95_s": 0.01, "status": "measured"},
+            "cpu": {"seconds": None, "status": "not_measured", "note": NOT_ASKED},
+        },
+    }
+    assert "CPU prep" not in format_breakdown(breakdown)
