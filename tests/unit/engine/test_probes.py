@@ -192,6 +192,8 @@ def test_text_shows_probes_and_bounds():
     assert lines[0] == "network figure compares R1 (2 workers, 1 machine) vs R1n (2x1 workers)"
     assert "lower bound" in lines[2] and "link limit" in lines[2]
     assert lines[3].split()[0] == "network"
+    # each column said: "wire bw" read as the all-reduce's achieved rate, which it is not
+    assert "wire bw: the bus bandwidth with the call latency taken off" in lines[-1]
     assert format_communication(None) == []
 
 
