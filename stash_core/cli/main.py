@@ -192,7 +192,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     export = commands.add_parser("export", help="export every table and view to files")
     export.add_argument("--format", required=True, choices=["parquet", "csv", "json"], help="one file per "
-                        "table and view, in this format")  # fmt: skip
+                        "table and view, in this format (json: JSON Lines, one object per row)")  # fmt: skip
     export.add_argument("--out", required=True, type=output_path, help="folder to write the files into (new, "
                         "or an earlier export's; never the results folder or one holding other files of "
                         "the same names)")  # fmt: skip
