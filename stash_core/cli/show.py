@@ -187,7 +187,8 @@ def format_stored_run(run: dict, db_path: Path | str | None = None) -> str:
         lines.append(f"error: {one_line(run['error'])}")
     for phase in run.get("phases") or []:
         mean_s, ci_s, iterations = phase.get("mean_s"), phase.get("ci95_s"), phase.get("iterations")
-        spread = f"± {ci_s:.4f}" if ci_s is not None and ci_s == ci_s else "(no interval: too few iterations)"
+        known = ci_s is not None and ci_s == ci_s  # the unit and the level said, as the table below says them
+        spread = f"± {ci_s:.4f} s (95%)" if known else "(no interval: too few iterations)"
         over = f" over {iterations} iterations" if iterations is not None else ""
         timing = f"{mean_s:.4f} s {spread}{over}" if mean_s else "-"
         lines.append(f"  {_field(phase, 'phase'):<4}{_field(phase, 'status'):<12}{timing}")
@@ -204,6 +205,9 @@ def format_stored_run(run: dict, db_path: Path | str | None = None) -> str:
         lines += [sharing] if sharing else []
     elif run.get("status") == "completed":
         lines.append("no stall breakdown: the run has no valid iteration time stored")
+    elif run.get("status") in ("interrupted", "failed"):  # its "-" figures said as what they are
+        how = "was interrupted" if run["status"] == "interrupted" else "failed"
+        lines.append(f"no stall breakdown: the profile {how} before a breakdown could be made")
     return "\n".join(lines)
 
 

@@ -296,3 +296,18 @@ def test_show_says_a_script_runs_arguments(tmp_path, capsys) -> None:
     assert main(["show", "2904421d", "--db", str(db)]) == 0
     out = capsys.readouterr().out
     assert "script arguments: -- --epochs 400 --name 'my run' '--x=\\x1b[2J'" in out and "\x1b" not in out
+
+
+def test_an_interrupted_run_without_figures_says_so_and_an_interval_has_its_unit(tmp_path, capsys):
+    """An interrupt before any timing left a run of "-" figures and no word; "± 0.0058" had no unit."""
+    db = tmp_path / "r.duckdb"
+    store.ingest_result(db, result_doc(run_id="20261122T110600Z-2904421d"))
+    assert main(["show", "2904421d", "--db", str(db)]) == 0
+    phase_line = capsys.readouterr().out.splitlines()[2]
+    assert phase_line.startswith("  R0  ") and " s (95%) over " in phase_line
+    doc = result_doc(run_id="20261122T120600Z-5904421e")
+    doc["status"], doc["breakdown"], doc["phases"] = "interrupted", None, []
+    store.ingest_result(db, doc)
+    assert main(["show", "5904421e", "--db", str(db)]) == 0
+    out = capsys.readouterr().out
+    assert "no stall breakdown: the profile was interrupted before a breakdown could be made" in out
