@@ -157,15 +157,17 @@ def format_communication(breakdown: dict | None) -> list[str]:
         if reading["text"]:
             source = " (interval of the stall)" if reading["interval_source"] == "stall" else ""
             notes.append(f"  {stall}: {reading['text']}{source}")
-    return lines + notes + [COLUMNS_SAID]
+    return lines + notes + list(COLUMNS_SAID)
 
 
 # What each column is (the achieved bus bandwidth is not the wire's: it is the probe's bytes over its time).
 COLUMNS_SAID = (
     "  measured: the probe's all-reduce of the gradients; lower bound: each bucket's call latency plus the "
-    "ring's bytes at the wire bw; link limit: the ring's bytes at the slowest emulated link's rate; wire bw: "
-    "the bus bandwidth with the call latency taken off (largest messages); exposed: how much longer backward "
-    "took than in the reference run; hidden: the share of the added all-reduce time that backward overlapped"
+    "ring's bytes at the wire bw;",
+    "  link limit: the ring's bytes at the slowest emulated link's rate; wire bw: the bus bandwidth with the "
+    "call latency taken off (largest messages);",
+    "  exposed: how much longer backward took than in the reference run; hidden: the share of the added "
+    "all-reduce time that backward overlapped",
 )
 
 

@@ -99,8 +99,13 @@ def not_measured_lines(breakdown: dict) -> list[str]:
         if stall.get("status", "not_measured") == "not_measured" and stall_fault(stall) is None:
             missing.setdefault(one_line(stall.get("note") or ""), []).append(LABELS[name])
     # a stall left out of --stalls was the user's choice: its note says so in the data, the table is quiet
-    return [f"not measured: {' and '.join(names)}" + (f" - {why}" if why else "")
+    return [f"not measured: {_names(names)}" + (f" - {why}" if why else "")
             for why, names in missing.items() if why != NOT_ASKED]  # fmt: skip
+
+
+def _names(names: list[str]) -> str:
+    """'network', 'CPU prep and disk fetch', 'interconnect, network and CPU prep'."""
+    return names[0] if len(names) == 1 else f"{', '.join(names[:-1])} and {names[-1]}"
 
 
 def stall_line(label: str, stall: dict, iteration_s: float, digits: int) -> str | None:

@@ -326,8 +326,8 @@ def breakdown_of_completed(
         {name: value for name, value in rounds.items() if value} or None,
     )
     result["warnings"] = warnings + result["warnings"]
-    reasons = not_measured_reasons(spec.stalls, spec.workers_total, spec.nodes, spec.real_data)
-    add_not_measured_notes(result["stalls"], reasons)  # each stall not measured says why
+    # each stall not measured says why (the chain as planned: a host's one worker drops R1)
+    add_not_measured_notes(result["stalls"], not_measured_reasons(spec.stalls, chain, spec.nodes))
     if not apart:  # workers that train apart do no more in R1 than R0's one: no order between them
         add_impossible_warning(result, completed, times, chain)
     add_communication(result, doc, chain)

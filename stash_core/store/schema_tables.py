@@ -225,8 +225,8 @@ STALLS = RelationDoc(
             `negative` (the later run faster beyond the noise: kept as measured, with a warning);
             `not_measured` (not asked for or not applicable, e.g. network on one machine); `not_separable`
             (e.g. data set larger than memory, so CPU and disk cannot be told apart)
-        note | | short explanation, may be empty; a `not_measured` stall's says why (not asked for by
-            --stalls; one worker, one machine, no data loaded), in runs profiled since it was kept
+        note | | short explanation, may be empty; a `not_measured` stall's says why (not asked for; one
+            worker, one machine, no data loaded; its runs did not all finish); empty in runs stored before
         raw_s | s | the signed difference of run times the stall is, as measured: for a `clamped_zero` stall
             the small difference its `seconds` reports as 0, else `seconds` itself; NULL where there is none
             and for stalls stored before the database layout's version 6 (`schema_meta`'s `schema_version`)

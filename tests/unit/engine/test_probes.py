@@ -193,7 +193,7 @@ def test_text_shows_probes_and_bounds():
     assert "lower bound" in lines[2] and "link limit" in lines[2]
     assert lines[3].split()[0] == "network"
     # each column said: "wire bw" read as the all-reduce's achieved rate, which it is not
-    assert "wire bw: the bus bandwidth with the call latency taken off" in lines[-1]
+    assert any("wire bw: the bus bandwidth with the call latency taken off" in line for line in lines[-3:])
     assert format_communication(None) == []
 
 

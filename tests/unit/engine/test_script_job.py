@@ -164,6 +164,15 @@ def test_a_script_without_data_dir_says_only_the_loader_stalls_asked_for(tmp_pat
                       "--out", str(tmp_path / "r.json"), cwd=tmp_path)  # fmt: skip
     assert done.returncode == 0, done.stderr
     assert "not separable" not in done.stdout and "CPU prep" not in done.stdout
+    # each stall not measured stores why: the profile's setup, or the user's --stalls
+    import json
+
+    from stash_core.analysis.unmeasured import NOT_ASKED, UNMEASURABLE
+
+    stalls = json.loads((tmp_path / "r.json").read_text())["breakdown"]["stalls"]
+    assert stalls["network"]["note"] == UNMEASURABLE["network"]  # one machine
+    assert stalls["interconnect"]["note"] == UNMEASURABLE["interconnect"]  # one worker
+    assert stalls["cpu"]["note"] == stalls["disk"]["note"] == NOT_ASKED  # a script reads data: left out
 
 
 def test_a_disk_stall_of_a_data_folder_the_script_never_opened_is_not_separable_said_once() -> None:

@@ -106,7 +106,7 @@ def test_a_migration_leaves_old_values_for_seed_to_refresh_and_name(tmp_path, ca
         create_schema(con)  # what a migration ends with
     assert get_instance(db, "g5.xlarge")["memory_gib"] == 1.0
     assert main(["instances", "list", "--db", str(db)]) == 0
-    said = "note: 1 built-in instance(s) hold an older Stash's values: g5.xlarge (memory_gib); `stash instances"
+    said = "note: 1 built-in instance(s) hold an older Stash's values: g5.xlarge (memory_gib); `stash"
     assert said in capsys.readouterr().out
     assert main(["instances", "seed", "--db", str(db)]) == 0
     assert "refreshed 1 built-in instance(s) to this Stash's values: g5.xlarge" in capsys.readouterr().out
