@@ -3,6 +3,7 @@
 import streamlit as st
 
 from pages._shared import current_db, forget_cached_queries
+from stash_core import views
 from stash_core.errors import StashError
 from stash_core.views import catalog_refresh as catalog_words
 from stash_core.views.common import plain
@@ -10,7 +11,8 @@ from stash_core.views.common import plain
 
 def catalog_refresh(warning: str) -> None:
     """The warning of rows an older Stash seeded, and a button that gives them this Stash's values."""
-    st.warning(plain(catalog_words.warning_in_page_words(warning)), icon=":material/update:")  # names: data
+    said = views.recommend.advice_in_page_words(warning)  # the command as this page's button
+    st.warning(plain(said), icon=":material/update:")  # names: data
     if st.button(catalog_words.REFRESH_BUTTON, icon=":material/update:", key="rec-catalog-refresh"):
         try:
             refreshed = catalog_words.refresh_builtin_rows(current_db())

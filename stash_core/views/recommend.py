@@ -26,6 +26,7 @@ from stash_core.decide.recommend.explain import job_headline
 from stash_core.errors import UsageError
 from stash_core.results.file import STALL_NAMES
 from stash_core.store import reads
+from stash_core.views.catalog_refresh import REFRESH_BUTTON
 from stash_core.views.labels import column_label
 from stash_core.views.stall_frames import stall_long_frame
 from stash_core.views.step_spread import with_step_bounds
@@ -370,6 +371,8 @@ _ADVICE_WORDS = (
      lambda m: (f"the Run page with model {_unquoted(m[1])}, batch size {m[2]}"
                 + (f", input shape {m[3]}" if m[3] else "") + (f", {m[4]} workers" if m[4] else "")
                 + f" and Instance label {_unquoted(m[5])}")),
+    (re.compile(rf"`stash instances seed --db {_WORD}`"),
+     lambda m: f"the button below ({REFRESH_BUTTON})"),
 )
 
 
