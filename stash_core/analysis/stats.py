@@ -123,15 +123,15 @@ def mean_ci95(values: list[float]) -> tuple[float, float]:
 
 
 def mser_truncation(values: list[float], batch: int = MSER_BATCH) -> int:
-    """Number of leading samples to discard as warm-up (MSER-5 on batch means).
+    """Number of leading samples to discard as warm-up (MSER-5 on batch means; on fewer than four batches,
+    MSER-1 on the samples, so a fixed count of ten steps does not keep a slow start).
 
     The search is limited to the first half so that a late slow-down is never 'cut away'. Each cut's score
     comes from suffix sums, so the search is linear in the samples: the stopping rule runs it at every check
-    of a run that may reach tens of thousands of iterations.
-    """
+    of a run that may reach tens of thousands of iterations."""
     n_batches = len(values) // batch
     if n_batches < 4:
-        return 0
+        return 0 if batch == 1 else mser_truncation(values, 1)
     means = [mean(values[i * batch : (i + 1) * batch]) for i in range(n_batches)]
     centre = mean(means)  # centred, the sums of squares keep their precision (a constant series scores 0)
     deviations = [x - centre for x in means]

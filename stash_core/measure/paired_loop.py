@@ -22,7 +22,7 @@ import time
 import torch
 import torch.distributed as dist
 
-from stash_core.analysis.stats import mser_truncation, pool_rounds
+from stash_core.analysis.stats import MSER_BATCH, mser_truncation, pool_rounds
 from stash_core.measure import protocol
 from stash_core.measure.rank_sync import MIN_WARMUP_ITERATIONS, gathered_steps
 from stash_core.measure.timed_loop import PARTS, StepTimes, losses_finite, run_steps
@@ -63,8 +63,9 @@ def worst_ratio(a_means_s: list[float], b_means_s: list[float], target: float) -
 
 def warmup_groups(a_means_s: list[float], b_means_s: list[float]) -> int:
     """Leading groups to drop: where the paired differences settle (MSER-5 over the groups, so nothing is cut
-    before there are 20 groups to judge by)."""
-    return mser_truncation([a - b for a, b in zip(a_means_s, b_means_s, strict=True)])
+    before there are 20 groups to judge by: a group is already 2 x block steps)."""
+    differences = [a - b for a, b in zip(a_means_s, b_means_s, strict=True)]
+    return mser_truncation(differences) if len(differences) >= 4 * MSER_BATCH else 0
 
 
 def run_paired(job, model, optimizer, loss, batches, device, clock, rank: int, world_size: int) -> dict:

@@ -18,13 +18,13 @@ from stash_core.measure import protocol
 from stash_core.measure.timed_loop import PARTS, StepTimes
 from stash_core.measure.worker_job import WorkerJob
 
-MIN_WARMUP_ITERATIONS = 2  # always dropped before MSER-5 looks at the rest: the first steps build caches
+MIN_WARMUP_ITERATIONS = 2  # always dropped before MSER looks at the rest: the first steps build caches
 
 
 def warmup_count(step_s: list[float], fixed: int | None = None) -> int:
-    """Steps dropped as warm-up: MIN_WARMUP_ITERATIONS, then MSER-5's cut of the rest. A run stopped at a
-    fixed count keeps exactly that many, the last ones: MSER-5's cut can shrink as steps come in, so the run
-    may have stepped past the count by the time a check found it reached."""
+    """Steps dropped as warm-up: MIN_WARMUP_ITERATIONS, then MSER's cut of the rest (stats.mser_truncation).
+    A run stopped at a fixed count keeps exactly that many, the last ones: MSER's cut can shrink as steps
+    come in, so the run may have stepped past the count by the time a check found it reached."""
     warmup = min(len(step_s), MIN_WARMUP_ITERATIONS + mser_truncation(step_s[MIN_WARMUP_ITERATIONS:]))
     return warmup if fixed is None else max(warmup, len(step_s) - fixed)
 

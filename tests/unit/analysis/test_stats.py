@@ -62,10 +62,10 @@ def test_mser_keeps_a_stationary_series():
 
 
 def quadratic_mser(values, batch=5):
-    """MSER-5 as its definition reads: every cut's score summed afresh."""
+    """MSER-5 as its definition reads: every cut's score summed afresh (MSER-1 under four batches)."""
     n_batches = len(values) // batch
     if n_batches < 4:
-        return 0
+        return 0 if batch == 1 else quadratic_mser(values, 1)
     means = [sum(values[i * batch : (i + 1) * batch]) / batch for i in range(n_batches)]
     best_d, best_score = 0, math.inf
     for d in range(n_batches // 2 + 1):
@@ -75,6 +75,14 @@ def quadratic_mser(values, batch=5):
         if score < best_score:
             best_d, best_score = d, score
     return best_d * batch
+
+
+def test_a_series_too_short_for_five_batches_still_loses_its_slow_start():
+    """Ten kept steps of a fixed count, the first four still warming up: MSER-5 has two batches and could
+    cut nothing, so single samples are judged."""
+    slow_start = [0.80, 0.51, 1.47, 1.04, *(0.08 + 0.001 * (i % 3) for i in range(8))]
+    assert mser_truncation(slow_start) == 4
+    assert mser_truncation([1.0, 1.0, 1.0]) == 0  # too short for any judgement
 
 
 def test_mser_cuts_where_its_definition_does():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from stash_core.measure import worker
-from stash_core.measure.rank_sync import MIN_WARMUP_ITERATIONS
+from stash_core.measure.rank_sync import MIN_WARMUP_ITERATIONS, warmup_count
 from stash_core.measure.timed_loop import StepTimes
 
 
@@ -36,6 +36,28 @@ def test_a_small_fixed_count_runs_the_warm_up_and_that_count_only(monkeypatch, f
 def test_a_larger_fixed_count_checks_first_after_ten_then_runs_what_is_missing(monkeypatch):
     reason, chunks, _ = run_loop(monkeypatch, iterations=12)
     assert reason == "fixed" and chunks == [worker.FIRST_CHECK_AFTER, 4]  # 8 kept after 10, 4 more
+
+
+def test_a_fixed_count_steps_past_a_slow_start_and_keeps_none_of_it(monkeypatch):
+    """Ten steps asked for, the four after the dropped two still slow (a CPU run beside another job): the
+    run goes on until ten steady ones are kept, and the warm-up count drops the slow ones."""
+    chunks: list[int] = []
+    pattern = [1.0, 1.0, 0.80, 0.51, 1.47, 1.04]
+
+    def steps(model, optimizer, loss, batches, device, count, times, clock) -> None:
+        chunks.append(count)
+        for _ in range(count):
+            done = len(times.iteration_s)
+            times.iteration_s.append(pattern[done] if done < len(pattern) else 0.08 + 0.001 * (done % 3))
+
+    monkeypatch.setattr(worker, "run_steps", steps)
+    monkeypatch.setattr(worker, "report_progress", lambda *args: None)
+    job = {"iterations": 10, "target_relative_ci": 0.02, "max_phase_s": 60.0, "max_iterations": 1000}
+    times, step_s = StepTimes(), []
+    reason = worker.run_until_done(job, None, None, None, None, "cpu", times, step_s, None, 0)
+    assert reason == "fixed" and len(step_s) == 16  # 2 dropped, 4 slow, 10 kept
+    warmup = warmup_count(step_s, fixed=10)
+    assert warmup == 6 and max(step_s[warmup:]) < 0.1
 
 
 def test_without_a_fixed_count_the_first_check_comes_after_ten_steps(monkeypatch):
