@@ -5,6 +5,7 @@ the campaigns started here, each with its last lines and a Stop."""
 
 import streamlit as st
 
+from pages._catalog_refresh import catalog_refresh, refreshed_note
 from pages._fields import CheckedNumbers
 from pages._shared import current_db, load, page_guard, page_header, show_table, usd_text
 from stash_core.errors import StashError
@@ -137,6 +138,9 @@ def plan_view(answer: CampaignPlan) -> None:
     cols[3].metric(label, dates[0] if dates else "-", later, delta_color="off", delta_arrow="off",
                    help=", ".join(dates) or None)
     st.markdown(answer.total_text)
+    refreshed_note("campaign")
+    if answer.catalog_warnings:  # rows an older Stash seeded: a newer one may know their links or prices
+        catalog_refresh(answer.catalog_warnings, "campaign")
     if answer.price_warning:  # as Recommend warns: this page is the one that spends money at them
         st.warning(answer.price_warning, icon=":material/sell:")
     if answer.refusal:

@@ -4,7 +4,7 @@ measured where profiles exist and predicted (with the expected error) where they
 import pandas as pd
 import streamlit as st
 
-from pages._catalog_refresh import catalog_refresh
+from pages._catalog_refresh import catalog_refresh, refreshed_note
 from pages._fields import WHOLE, as_typed
 from pages._pareto import pareto_view
 from pages._shared import (
@@ -265,16 +265,13 @@ MS_COLUMNS = ("bar_start", "bar_end", "value", "ci95", "error_low", "error_high"
 
 def show_result(result: Recommendation) -> None:
     st.markdown(f"**Job:** {plain(views.recommend.headline(result))}")
-    refreshed = st.session_state.pop("rec-refreshed", None)
-    if refreshed is not None:
-        st.success(f"{refreshed} built-in instance(s) of the catalog now hold this Stash's values: the "
-                   "answer below uses them.", icon=":material/update:")  # fmt: skip
+    refreshed_note("rec")
     for warning in result.label_warnings:  # the user's labels are data, not Markdown
         st.warning(plain(sentence(warning)), icon=":material/report:")
     if result.price_warning:  # Stash's words and dates read as dates: its commands shown as code
         st.warning(result.price_warning, icon=":material/sell:")
     if result.catalog_warning:  # rows an older Stash seeded: a newer one may know their links or network
-        catalog_refresh(result.catalog_warning)
+        catalog_refresh([result.catalog_warning], "rec")
     recommended_box(result)
     options = result.options
     if not options.empty:

@@ -13,6 +13,7 @@ from stash_core.catalog.catalog import (
     seed_and_refresh,
     seed_catalog,
     set_instance,
+    is_stale_catalog_warning,
     stale_catalog_warning,
 )
 from stash_core.catalog.labels import (
@@ -47,6 +48,7 @@ __all__ = [
     "seed_and_refresh",
     "seed_catalog",
     "set_instance",
+    "is_stale_catalog_warning",
     "stale_catalog_warning",
     "stored_label_checks",
 ]

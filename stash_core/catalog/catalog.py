@@ -105,6 +105,14 @@ def seed_and_refresh(db_path: Path | str) -> tuple[int, list[str]]:
         return (count_rows(con) if created else inserted), refreshed
 
 
+STALE_WORDS = "built-in instance(s) hold an older Stash's values"  # how a page tells the warning from notes
+
+
+def is_stale_catalog_warning(text: str) -> bool:
+    """Whether a line among an answer's notes is stale_catalog_warning's (a page shows it with its button)."""
+    return STALE_WORDS in text
+
+
 def stale_catalog_warning(db_path: Path | str, rows: Mapping[str, Mapping[str, Any]] | None = None) -> str:
     """A line naming the instances of `rows` (catalog rows by name as list_instances gives them, `stored`
     included; every row of the database when None) whose stored row still holds an older Stash's values,
@@ -129,7 +137,7 @@ def stale_catalog_warning(db_path: Path | str, rows: Mapping[str, Mapping[str, A
     named += ", ..." if len(stale) > 5 else ""
     seed = f"stash instances seed --db {shlex.quote(str(db_path))}"
     return (
-        f"{len(stale)} built-in instance(s) hold an older Stash's values: {named}; `{seed}` gives them "
+        f"{len(stale)} {STALE_WORDS}: {named}; `{seed}` gives them "
         "this Stash's values"
     )
 

@@ -19,7 +19,7 @@ import pandas as pd
 
 from stash_core.campaign import cloud_plan, skypilot_task
 from stash_core.campaign.plan import CampaignSettings
-from stash_core.catalog import list_instances
+from stash_core.catalog import is_stale_catalog_warning, list_instances
 from stash_core.engine import jobs
 from stash_core.errors import UsageError
 from stash_core.spec_parse import BATCH_SIZE, MAX_NAME_CHARS, empty_item, parse_iterations, region
@@ -78,6 +78,7 @@ class CampaignPlan:
     assumptions: str  # the start-up assumed per instance type
     notes: list[str] = field(default_factory=list)
     price_warning: str = ""  # prices older than 90 days, or undated (cloud_plan.CloudPlan)
+    catalog_warnings: list[str] = field(default_factory=list)  # rows an older Stash seeded (with a button)
     refusal: str | None = None  # the plan costs more than the budget: nothing may launch
     tasks: list[TaskText] = field(default_factory=list)  # none when refused
 
@@ -196,8 +197,9 @@ def plan(db_path: Path | str, request: CampaignRequest) -> CampaignPlan:
         instances=instance_frame(found), prices=price_frame(found, db_path), machine_s=found.machine_s,
         wall_s=found.wall_s, cost_usd=found.cost_said_usd, price_dates=list(found.price_dates),
         parallel=found.parallel, spot=found.spot, total_text=total_text(found, request.budget_usd),
-        assumptions=assumptions_text(), notes=list(found.notes), refusal=refusal, tasks=tasks,
-        price_warning=found.price_warning,
+        assumptions=assumptions_text(), refusal=refusal, tasks=tasks, price_warning=found.price_warning,
+        notes=[note for note in found.notes if not is_stale_catalog_warning(note)],
+        catalog_warnings=[note for note in found.notes if is_stale_catalog_warning(note)],
     )  # fmt: skip
 
 

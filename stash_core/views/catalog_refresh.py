@@ -1,6 +1,6 @@
-"""The Recommend page's way out of a catalog an older Stash seeded: its button (views.recommend's advice
-names it in place of the command), and the refresh that `stash instances seed` makes (rows a user edited or
-imported are never touched)."""
+"""The Recommend and Campaign pages' way out of a catalog an older Stash seeded: its button
+(views.recommend's advice names it in place of the command), and the refresh that `stash instances seed`
+makes (rows a user edited or imported are never touched)."""
 
 from __future__ import annotations
 
