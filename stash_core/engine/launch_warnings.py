@@ -49,12 +49,20 @@ def pooled_warnings(
             f"intervals from {len(rounds)} of {launches} rounds of launches: the profile ended before the "
             "others"
         )
+    if completed and launches == 1:
+        warnings.append(ONE_LAUNCH)
     warnings.extend(filter(None, (overrun_warning(record, max_phase_s) for record in completed)))
     said = any("other load on the machine" in warning for warning in warnings)
     load = None if said else load_warning([launch for record in completed for launch in record["launches"]])
     return warnings + ([load] if load else [])
 
 
+# A launch's iterations share where its processes landed and the machine's state then: launches of one run
+# differ by more than its interval within one launch says (docs/profiling.md, the README's example measured).
+ONE_LAUNCH = (
+    "intervals from one launch of each run: they hold the spread of its iterations, not what separate "
+    "launches differ by; --launches 3 measures that too"
+)
 OVERRUN_FACTOR = 2.0  # a run past twice its time, and by more than OVERRUN_S, is said
 OVERRUN_S = 10.0
 

@@ -7,7 +7,12 @@ import math
 
 import pytest
 
-from stash_core.engine.launch_warnings import epoch_boundary_warning, pooled_warnings, script_end_warning
+from stash_core.engine.launch_warnings import (
+    ONE_LAUNCH,
+    epoch_boundary_warning,
+    pooled_warnings,
+    script_end_warning,
+)
 from stash_core.engine.launches import ROUNDS_BY_TIME, LaunchedRuns, rounds_of
 from stash_core.engine.paired import FIRST_STARTUP_ESTIMATE_S
 from stash_core.engine.plan import (
@@ -174,7 +179,8 @@ def test_a_run_stopped_by_its_iteration_cap_says_so_and_what_to_raise() -> None:
     records = _records("R0")
     launched.pool_into(records)
     short = current_shortfalls(launched, ["R0"], 0.02)
-    (warning,) = pooled_warnings(records, 0.02, False, 60.0, 1, None, short)
+    warning, one_launch = pooled_warnings(records, 0.02, False, 60.0, 1, None, short)
+    assert one_launch == ONE_LAUNCH
     assert "stopped at the iteration cap" in warning  # the spread's cause names the cap once
     assert "; a larger --max-iterations would narrow it" in warning
 
@@ -189,11 +195,26 @@ def test_other_load_is_said_even_where_every_target_was_met() -> None:
         records = _records("R0")
         launched.pool_into(records)
         warnings = pooled_warnings(records, 0.10, False, 60.0, 1, None, [])
-        assert warnings == ([
+        assert warnings == [ONE_LAUNCH] + ([
             "other load on the machine: other processes kept 0.80 cores busy on average during the launches "
             "(up to 0.80); the figures hold their competition for the cores (the runs with more workers the "
             "most), so a quieter machine would measure the job alone"
         ] if said else [])  # fmt: skip
+
+
+@pytest.mark.parametrize("fixed", [True, False])
+def test_intervals_from_one_launch_say_what_they_leave_out(fixed) -> None:
+    """One launch per run (the default with --iterations N): its interval holds the spread of its iterations
+    only; with two rounds, nothing is said of it."""
+    for launches, said in ((1, True), (2, False)):
+        launched = LaunchedRuns(["R0"], launches)
+        for round_index in range(launches):
+            launched.add("R0", round_index, _outcome(0.10, 0.001))
+        records = _records("R0")
+        launched.pool_into(records)
+        warnings = pooled_warnings(records, 0.10, fixed, 60.0, launches, None, [])
+        assert (ONE_LAUNCH in warnings) is said, launches
+    assert pooled_warnings([], 0.10, fixed, 60.0, 1, None, []) == []  # nothing completed: nothing to caveat
 
 
 def test_real_data_runs_say_whether_a_launch_crossed_an_epoch() -> None:
