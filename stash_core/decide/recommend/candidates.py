@@ -7,8 +7,7 @@ stall from a profile of the model on the same instance (or another one with the 
 stall for this option's vCPUs per worker and step where the profile can tell, whatif.cpu_stall_elsewhere) and
 interconnect and network stall from the fitted stall models of stash_core.decide.fit. Without such a profile,
 stash_core.decide.predict predicts the whole step from the model's FLOPs and bytes and the instance's
-accelerator and links (scaled from a profile on another GPU where there is one).
-"""
+accelerator and links (scaled from a profile on another GPU where there is one)."""
 
 from __future__ import annotations
 
@@ -298,18 +297,18 @@ class OptionPlanner:
     def _spec_predictor(self) -> Predictor | str:
         if self._predictor is None:
             try:
-                self._predictor = predictor_for(
-                    self.db_path,
-                    self.job.model,
-                    self.job.batch_size,
-                    self.catalog,
-                    self.job.precision,
-                    self.job.input_shape,
-                    job=self.job.habits,
-                )
-            except UserModelError:
-                raise  # the model itself cannot be built: one line for the command, not one per instance
+                job = self.job
+                self._predictor = predictor_for(self.db_path, job.model, job.batch_size, self.catalog,
+                                                job.precision, job.input_shape, job=job.habits)  # fmt: skip
             except UsageError as exc:
+                # a model that cannot be built, or run on this shape with no profile to go by: one line for
+                # the command (as predict says it), not one per instance. Imported here: it imports torch,
+                # which a recommendation from counted steps never needs (and has, where this was raised).
+                from stash_core.zoo.build import ModelForwardError
+
+                unusable = UserModelError | ModelForwardError if self.measured.empty else UserModelError
+                if isinstance(exc, unusable):
+                    raise
                 # a model known only by its profiles, all of them set aside, is not one with no profile
                 held = f"no profile that stands for this job ({self.set_aside} set aside, each said with why)"
                 held = held if self.set_aside else "no profile"

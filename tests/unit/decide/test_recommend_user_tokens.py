@@ -72,3 +72,22 @@ def test_a_bfloat16_models_profile_stands_for_it_whatever_precision_is_asked(tmp
         assert answer["job"]["precision"] == "16-bit weights (the model's own)"
         one = next(option for option in answer["options"] if option["config"].startswith("1 x cpu4"))
         assert one["source"] == "measured", answer
+
+
+def test_a_model_that_fails_on_its_input_shape_is_one_error_as_predict_says_it(tmp_path):
+    """An LSTM given the default image shape raised in its own forward: predict said so in one line,
+    recommend answered "nothing could be evaluated" with that reason repeated for every instance."""
+    from pathlib import Path
+
+    import pytest
+
+    from stash_core.decide.predict import predict_instances
+    from stash_core.errors import UsageError
+
+    model = f"{Path(__file__).resolve().parents[3] / 'examples' / 'models' / 'recurrent.py'}:lstm"
+    db, two = tmp_path / "r.duckdb", ["g5.xlarge", "p3.2xlarge"]
+    with pytest.raises(UsageError, match="fails on input shape 3,224,224") as said_by_predict:
+        predict_instances(db, model, 8, instances=two)
+    with pytest.raises(UsageError, match="fails on input shape 3,224,224") as said_by_recommend:
+        recommend(db, model, 8, 1, 10_000, budget_hours=100, instances=two)
+    assert str(said_by_recommend.value) == str(said_by_predict.value)
