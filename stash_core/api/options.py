@@ -14,6 +14,8 @@ import functools
 import inspect
 import numbers
 import os
+import re
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -113,11 +115,35 @@ def api_options(command: str) -> Callable[[Callable[..., Any]], Callable[..., An
                 signature.bind(*args, **kwargs)
             except TypeError as error:  # a missing argument, too many positional ones
                 raise UsageError(f"{command}: {error}") from None
-            return function(*args, **kwargs)
+            # Stash's own callers (the commands, the pages) say its errors in their own words: the options
+            # as flags, or as the page's fields
+            users = not sys._getframe(1).f_globals.get("__name__", "").startswith("stash_core.")
+            try:
+                return function(*args, **kwargs)
+            except UsageError as error:  # the same error (its class and fields), in this function's words
+                if users and len(error.args) == 1 and isinstance(error.args[0], str):
+                    error.args = (argument_words(error.args[0], None if any_keyword else known),)
+                raise
 
         return call
 
     return decorate
+
+
+_FLAG = re.compile(r"(?<![\w-])--([a-z][a-z0-9]*(?:-[a-z0-9]+)*)(?![\w-])")
+_CODE = re.compile(r"(`[^`]*`)")
+
+
+def argument_words(text: str, names: list[str] | None) -> str:
+    """An error's command-line options named as the API function's arguments ("--batch-size must be ..." to
+    batch_size=...'s caller): those of `names`, or every option where the function takes the command's
+    options as keywords (None). A command quoted in backticks is left whole: it is one to run."""
+
+    def argument(match: re.Match) -> str:
+        name = match[1].replace("-", "_")
+        return name if names is None or name in names else match[0]
+
+    return "".join(part if part.startswith("`") else _FLAG.sub(argument, part) for part in _CODE.split(text))
 
 
 def parse_profile(argv: list[str]) -> tuple[argparse.Namespace, Path]:
@@ -200,6 +226,8 @@ def as_text(value: Any) -> str:
         return value
     if isinstance(value, list | tuple):
         return ",".join(as_text(item) for item in value)
+    if isinstance(value, numbers.Real) and not isinstance(value, numbers.Integral | float):
+        value = float(value)  # numpy's float32 is no float: its "8.0" was refused as not a whole number
     if isinstance(value, float):
         if value.is_integer() and abs(value) < 2**53:  # 1e6 as 1000000: a whole number's rule reads it
             return str(int(value))

@@ -32,7 +32,8 @@ def profile(spec: ProfileSpec | None = None, **options: Any) -> Result:
         **options: `stash profile`'s options by flag name with underscores, e.g. model="resnet10",
             batch_size=8, input_shape=(3, 32, 32), workers=2, max_phase_seconds=4, launches=1,
             db="x.duckdb" (default $STASH_DB, else ./results.duckdb), out=PATH, no_store=True,
-            progress="none" (default "auto": a line per run on stderr; "json": protocol lines on stdout);
+            progress="none" (default "auto": a bar on a terminal, else a line per run, on stderr; "bar": a
+            bar always; "json": protocol lines on stdout);
             or by the ProfileSpec field they set (workers_per_node=2, max_phase_s=4). Sequences are given
             as lists or tuples; script_args is the list after `--`.
 

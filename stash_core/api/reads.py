@@ -50,7 +50,8 @@ def breakdown(run_id: str, db: Path | str | None = None) -> pd.DataFrame:
         db: the database (default $STASH_DB, else ./results.duckdb).
 
     Returns:
-        pandas.DataFrame: run_id, stall, seconds, ci95_s, share, epoch_s, status, note, raw_s, in the order
+        pandas.DataFrame: run_id, stall, seconds, ci95_s, share, epoch_s, status, note, raw_s, resolved
+        (its 95% interval no wider than its value, as runs()' <stall>_resolved), in the order
         compute, interconnect, network, cpu, disk, then the remainder (stall `unattributed`, `stash show`'s
         "not separated"), so that the seconds add up to the iteration time; the same rows
         `Result.to_frame()` gives.
@@ -59,6 +60,7 @@ def breakdown(run_id: str, db: Path | str | None = None) -> pd.DataFrame:
         UsageError: no stored run matches `run_id`, or several do.
     """
     from stash_core import store
+    from stash_core.api.results import with_resolved
     from stash_core.store.stored_breakdown import breakdown_from_stored, with_remainder_row
 
     if not isinstance(run_id, str) or not run_id.strip():
@@ -68,7 +70,7 @@ def breakdown(run_id: str, db: Path | str | None = None) -> pd.DataFrame:
     if frame is None:
         raise no_run_error(run_id, db_path)
     run = store.get_run(db_path, run_id)
-    return with_remainder_row(frame, run["run_id"], breakdown_from_stored(run))
+    return with_resolved(with_remainder_row(frame, run["run_id"], breakdown_from_stored(run)))
 
 
 @api_options("load_result")

@@ -117,12 +117,14 @@ class Result:
         """One row per stall, as the database's stalls table holds it, then the remainder (stall
         `unattributed`, "not separated"), so that the seconds add up to the iteration time
         (`stash_core.breakdown(run_id)` reads the same rows back): run_id, stall, seconds, ci95_s, share,
-        epoch_s, status, note, raw_s (the signed difference a stall within the noise reports as 0)."""
+        epoch_s, status, note, raw_s (the signed difference a stall within the noise reports as 0), resolved
+        (with_resolved)."""
         from stash_core.store.ingest_rows import prepare_run
         from stash_core.store.stored_breakdown import with_remainder_row
 
         doc = json_safe(self.doc)
-        return with_remainder_row(prepare_run(doc, None).stalls, doc["run_id"], doc.get("breakdown"))
+        stalls = prepare_run(doc, None).stalls
+        return with_resolved(with_remainder_row(stalls, doc["run_id"], doc.get("breakdown")))
 
     def to_dict(self) -> dict[str, Any]:
         """The result document as read (migrated to this version: a file written before the remainder has it
@@ -156,7 +158,8 @@ class Predictions:
 
     def to_dict(self) -> dict[str, Any]:
         """{"job", "predictions", "not_predicted", "profiles_set_aside", "warnings"}: what `stash predict
-        --format json` prints."""
+        --format json` prints. Where nothing could be predicted, the command adds "error" and "exit_status"
+        (2); here the frame is empty and `not_predictable` says why for each instance."""
         return self.answer.to_json()
 
 
@@ -269,3 +272,16 @@ class Schedule:
     def to_dict(self) -> dict[str, Any]:
         """The simulation document as its file holds it."""
         return json_safe(copy.deepcopy(self.doc))
+
+
+def with_resolved(stalls: pd.DataFrame) -> pd.DataFrame:
+    """The breakdown's rows with `resolved`, as runs() has <stall>_resolved and `stash show` says it: True
+    when the stall's 95% interval is no wider than its value, False when it is (or the stall is within the
+    noise), missing (<NA>) without a figure and for the remainder, which is what is left over."""
+    import pandas as pd
+
+    from stash_core.analysis.stalls import REMAINDER, stall_resolved
+
+    rows = stalls.to_dict(orient="records")
+    said = [None if row["stall"] == REMAINDER else stall_resolved(row) for row in rows]
+    return stalls.assign(resolved=pd.array(said, dtype="boolean"))

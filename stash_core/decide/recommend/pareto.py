@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from stash_core.decide.recommend.costs import OPTION_COLUMNS
+from stash_core.decide.recommend.costs import OPTION_COLUMNS, STALL_NAMES
 
 
 def rank_options(
@@ -16,6 +16,9 @@ def rank_options(
     """The options as a frame with meets_time, meets_cost, feasible, pareto and rank (feasible ones, cheapest
     first), sorted feasible first, then by cost and time."""
     frame = pd.DataFrame(rows, columns=list(OPTION_COLUMNS))
+    # a stall no option has a figure of (CPU, disk without a profile) is NaN as the others, not None objects
+    stalls = [f"{stall}_s" for stall in STALL_NAMES]
+    frame[stalls] = frame[stalls].astype(float)
     if frame.empty:
         for column in ("meets_time", "meets_cost", "feasible", "pareto"):
             frame[column] = frame[column].astype(bool)

@@ -29,6 +29,11 @@ def test_python_values_are_written_as_the_command_line_writes_them():
     assert as_text(0.1 + 0.2) == repr(0.1 + 0.2)  # no digit lost
     # a whole float is a whole number: 1e6 images read "1e+06", which a count refused
     assert (as_text(1000000.0), as_text(64.0), as_text(2.5e-7)) == ("1000000", "64", "2.5e-07")
+    import numpy as np
+
+    # numpy's numbers as Python's: np.float32(8) was "8.0", refused as a batch size
+    assert (as_text(np.float32(8)), as_text(np.int32(8)), as_text(np.float64(0.5))) == ("8", "8", "0.5")
+    assert as_text(np.float32(0.1)) == repr(float(np.float32(0.1)))  # its own value, no digit lost
     assert checked("dataset_images", 1e6, count(10**12)) == 1_000_000
 
 
@@ -136,3 +141,23 @@ def test_a_list_where_one_value_is_expected_is_refused_not_joined():
     with pytest.raises(UsageError, match=r"^batch_size: expected one value, not a list: \[8\]"):
         checked("batch_size", [8], BATCH_SIZE)
     assert checked("input_shape", (3, 32, 32), str, many=True) == "3,32,32"
+
+
+def test_an_error_names_the_functions_arguments_not_the_commands_options():
+    """predict(memory_format="nhwc") said "--memory-format must be one of ...", and precision="fp8" said
+    "precision must be ...", in one function."""
+    from stash_core.api.options import argument_words
+
+    names = ["model", "batch_size", "memory_format", "script_run"]
+    said = "--memory-format: for a --model job; a --script-run is scaled (--tuning given)"
+    assert argument_words(said, names) == (
+        "memory_format: for a model job; a script_run is scaled (--tuning given)"  # not one of predict's
+    )
+    # a command to run stays whole; a flag inside a longer word is not one
+    kept = "run `stash profile --batch-size 8 --model x` or set --batch-size-x"
+    assert argument_words(kept, names) == kept
+    assert argument_words("--max-phase-seconds is spent", None) == "max_phase_seconds is spent"  # **options
+    import stash_core
+
+    with pytest.raises(UsageError, match="^memory_format must be one of nchw, channels_last"):
+        stash_core.predict(model="resnet50", batch_size=8, memory_format="nhwc", instances="g5.xlarge")

@@ -79,10 +79,10 @@ def test_the_dashboard_follows_a_profile_from_python(profiled):
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        ({**TINY, "workers": 0}, "profile: argument --workers: "),
+        ({**TINY, "workers": 0}, "profile: argument workers: "),
         ({**TINY, "batch_sise": 8}, "unknown option 'batch_sise'"),
-        ({**TINY, "progress": "loud"}, "argument --progress: invalid choice: 'loud'"),
-        ({key: value for key, value in TINY.items() if key != "batch_size"}, "--batch-size is required"),
+        ({**TINY, "progress": "loud"}, "argument progress: invalid choice: 'loud'"),
+        ({key: value for key, value in TINY.items() if key != "batch_size"}, "batch_size is required"),
     ],
     ids=["workers", "unknown", "progress", "no-batch"],
 )

@@ -47,6 +47,20 @@ def test_a_breakdown_is_the_results_own_rows(stored):
     assert read.loc[read["stall"] == "compute", "seconds"].item() == pytest.approx(0.2)
 
 
+def test_each_stall_says_whether_it_is_resolved_as_runs_does(stored):
+    """Only runs() had <stall>_resolved: a stall of one run was "measured" in its breakdown, the note the
+    one word of it not being resolved."""
+    db, *_ = stored
+    read = stash.breakdown("aaaa0001", db).set_index("stall")
+    run = stash.runs(db).set_index("run_id").loc["20261124T100000Z-aaaa0001"]
+    for stall in ("compute", "interconnect", "network", "cpu", "disk"):
+        said = read.loc[stall, "resolved"]
+        assert (None if pd.isna(said) else bool(said)) == (
+            None if pd.isna(run[f"{stall}_resolved"]) else bool(run[f"{stall}_resolved"])), stall
+    assert pd.isna(read.loc["unattributed", "resolved"])  # what is left over: not a stall resolved or not
+    assert read["resolved"].dtype == "boolean"
+
+
 def test_a_file_written_before_the_remainder_gives_one_remainder_everywhere(tmp_path):
     """Such a file (the shipped examples) holds `unattributed_s` 0.0 of the old meaning: `.breakdown` and
     `.to_dict()` gave it, `.to_frame()`, `stash show` and the store the recomputed -0.011 s."""

@@ -24,7 +24,8 @@ def test_a_result_of_a_document(tmp_path):
     assert (result.run_id, result.status, result.error) == (doc["run_id"], "completed", None)
     assert result.spec["model"] == "resnet18" and result.breakdown["iteration_s"] == pytest.approx(0.25)
     frame = result.to_frame()
-    columns = ["run_id", "stall", "seconds", "ci95_s", "share", "epoch_s", "status", "note", "raw_s"]
+    columns = ["run_id", "stall", "seconds", "ci95_s", "share", "epoch_s", "status", "note", "raw_s",
+               "resolved"]
     assert list(frame.columns) == columns
     measured = frame.set_index("stall")["seconds"].dropna().to_dict()
     assert measured == pytest.approx({"compute": 0.2, "cpu": 0.05, "unattributed": 0.0})  # nothing left over
@@ -50,6 +51,10 @@ def test_a_recommendation(tmp_path):
     assert set(frame["instance"]) <= {"p3.2xlarge", "g5.xlarge"} and len(frame) >= 2
     assert answer.best is not None and answer.best["config"] == answer.ranked.iloc[0]["config"]
     assert answer.to_dict()["recommended"]["config"] == answer.best["config"]
+    # every stall a number column (CPU and disk, predicted for no option without a profile, were None objects)
+    stalls = ["compute_s", "interconnect_s", "network_s", "cpu_s", "disk_s"]
+    assert set(stalls) <= set(frame.select_dtypes("number").columns) and frame["cpu_s"].isna().all()
+    assert answer.to_dict()["recommended"]["cpu_s"] is None  # the JSON keeps null for a figure not known
     # --dataset-samples is an option of the command: its keyword is one of the function's too
     samples = stash.recommend(**JOB, epochs=1, dataset_samples=10_000, budget_hours=100,
                               instances="p3.2xlarge,g5.xlarge", db=tmp_path / "x.duckdb")  # fmt: skip

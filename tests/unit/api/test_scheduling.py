@@ -65,8 +65,8 @@ def test_a_trace_over_the_job_limit_is_refused(tmp_path):
     [
         ({"las_limits_gpu_h": "10,1"}, "las_limits_gpu_h: "),
         ({"cluster": "1000x1000x8"}, "more than 1,000,000 GPUs"),
-        ({"uplink_gbps": 10}, "need --node-gbps"),
-        ({"node_gbps": 10, "uplink_gbps": 10, "oversubscription": 2}, "give one of --uplink-gbps"),
+        ({"uplink_gbps": 10}, "need node_gbps"),
+        ({"node_gbps": 10, "uplink_gbps": 10, "oversubscription": 2}, "give one of uplink_gbps"),
         ({"tune_fraction": 1.0}, "tune_fraction: "),
         ({"max_preemptions": -1}, "max_preemptions: "),
     ],

@@ -173,14 +173,13 @@ def test_several_gpus_state_their_communication_error_and_the_run_itself_is_meas
 
 
 @pytest.mark.parametrize(
-    ("option", "value", "flag"),
-    [("memory_format", "channels_last", "--memory-format"), ("optimizer", "adamw", "--optimizer"),
-     ("optimizer_impl", "fused", "--optimizer-impl"), ("attention", "eager", "--attention"),
-     ("memory_format", "bogus", "--memory-format")],
+    ("option", "value"),
+    [("memory_format", "channels_last"), ("optimizer", "adamw"), ("optimizer_impl", "fused"),
+     ("attention", "eager"), ("memory_format", "bogus")],
 )  # fmt: skip
-def test_a_script_runs_prediction_refuses_the_options_of_a_model_job(db, option, value, flag):
-    """They were taken and ignored (a fused RMSprop, a bogus layout)."""
+def test_a_script_runs_prediction_refuses_the_options_of_a_model_job(db, option, value):
+    """They were taken and ignored (a fused RMSprop, a bogus layout). Said in the function's own words."""
     from stash_core import predict
 
-    with pytest.raises(UsageError, match=f"^{flag}: for a --model job; a --script-run is scaled"):
+    with pytest.raises(UsageError, match=f"^{option}: for a model job; a script_run is scaled"):
         predict(script_run="script-gpu", instances="g5.xlarge", db=db, **{option: value})
