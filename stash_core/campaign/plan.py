@@ -203,14 +203,15 @@ def covers(measured: dict[str, Any], item: CampaignItem, settings: CampaignSetti
     if settings.device not in (None, "auto") and measured["device"] != settings.device:
         return False
     # A stored run of the model's own shape or classes holds null: it measured the defaults, which the
-    # campaign may name (--num-classes 1000 of an ImageNet model).
-    if asked := shape_for(item.model, settings.input_shape):
-        shape = measured["input_shape"] or model_defaults(item.model)[0]
-        if shape != asked:
-            return False
-    if settings.num_classes:
-        classes = measured["num_classes"] or model_defaults(item.model)[1]
-        if classes != settings.num_classes:
+    # campaign may name (--num-classes 1000 of an ImageNet model); a campaign that names none profiles the
+    # defaults, which a run of 3,64,64 and 10 classes did not measure.
+    asked = (shape_for(item.model, settings.input_shape), settings.num_classes or None)
+    stored = (measured["input_shape"], measured["num_classes"])
+    for index, (wanted, had) in enumerate(zip(asked, stored, strict=True)):
+        if wanted is None and had is None:
+            continue  # the model's own, both
+        default = model_defaults(item.model)[index]  # None where unknown: then nothing but equal values match
+        if (had or default) != (wanted or default):
             return False
     return set(profile_spec(item, settings).stalls) <= measured["stalls"]
 

@@ -297,6 +297,10 @@ def test_names_and_rates_that_differ_only_in_case_are_one_configuration():
     assert [(item.model, item.instance) for item in plan] == [("resnet10", "lab@1gbit")]
 
 
+# a profile without --input-shape or --num-classes stores null: the model's own, whatever they are
+OWN_SHAPE = {"input_shape": None, "num_classes": None}
+
+
 def test_a_model_file_s_stored_run_counts_under_either_spelling_and_only_while_the_file_is_the_same(
     tmp_path, monkeypatch
 ):
@@ -306,8 +310,8 @@ def test_a_model_file_s_stored_run_counts_under_either_spelling_and_only_while_t
     monkeypatch.chdir(tmp_path)
     settings = CampaignSettings(db_path=tmp_path / "c.duckdb")
     plan = plan_campaign(["./m.py:make"], [8], [2], [1], instance="lab")
-    stored = result_doc("./m.py:make", batch_size=8, workers=2, instance="lab",
-                        spec_extra={"model_sha256": model_file_sha256("m.py:make")})  # fmt: skip
+    stored = result_doc("./m.py:make", batch_size=8, workers=2, instance="lab", spec_extra={
+        "model_sha256": model_file_sha256("m.py:make"), **OWN_SHAPE})  # fmt: skip
     stored["model"]["name"] = "./m.py:make"
     ingest_result(settings.db_path, stored)
     assert split_done(plan, settings) == ([], plan)
@@ -329,7 +333,7 @@ def test_a_model_file_s_run_stored_without_its_contents_hash_still_counts(tmp_pa
     monkeypatch.chdir(tmp_path)
     settings = CampaignSettings(db_path=tmp_path / "c.duckdb")
     plan = plan_campaign(["m.py:make"], [8], [2], [1], instance="lab")
-    stored = result_doc("m.py:make", batch_size=8, workers=2, instance="lab")
+    stored = result_doc("m.py:make", batch_size=8, workers=2, instance="lab", spec_extra=OWN_SHAPE)
     stored["model"]["name"] = "m.py:make"
     stored["spec"].pop("model_sha256", None)
     ingest_result(settings.db_path, stored)
@@ -405,6 +409,25 @@ def test_a_stored_run_of_the_models_own_shape_and_classes_covers_a_campaign_that
         assert split_done(plan, same) == ([], plan), same
     for other in (replace(settings, num_classes=10), replace(settings, input_shape="3,32,32")):
         assert split_done(plan, other) == (plan, []), other
+
+
+def test_a_stored_run_of_another_shape_does_not_cover_a_campaign_of_the_models_own(tmp_path):
+    """A run of 3,64,64 and 10 classes was "stored" for a campaign that names neither, which profiles
+    resnet10's own 3,224,224 and 1000 classes."""
+    settings = CampaignSettings(db_path=tmp_path / "c.duckdb")
+    plan = plan_campaign(["resnet10"], [8], [2], [1], instance="lab")
+    for extra in ({"input_shape": [3, 64, 64]}, {"num_classes": 10}):
+        stored = result_doc("resnet10", batch_size=8, workers=2, instance="lab",
+                            spec_extra={"input_shape": None, "num_classes": None, **extra})  # fmt: skip
+        db = tmp_path / f"{next(iter(extra))}.duckdb"
+        ingest_result(db, stored)
+        assert split_done(plan, replace(settings, db_path=db)) == (plan, []), extra
+    for own in ({"input_shape": [3, 224, 224]}, {"num_classes": 1000}):  # the defaults, stored as given
+        stored = result_doc("resnet10", batch_size=8, workers=2, instance="lab",
+                            spec_extra={"input_shape": None, "num_classes": None, **own})  # fmt: skip
+        db = tmp_path / f"own-{next(iter(own))}.duckdb"
+        ingest_result(db, stored)
+        assert split_done(plan, replace(settings, db_path=db)) == ([], plan), own
 
 
 def test_stalls_given_are_the_ones_measured_on_several_nodes_too(tmp_path):
