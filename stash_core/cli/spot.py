@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from typing import Any
 
 from stash_core.cli import spot_profile as cli_spot_profile
@@ -112,6 +113,8 @@ def cmd_spot(args: argparse.Namespace) -> int:
         rate_per_h=args.rate_per_h, top=args.top, db=db_path(args),
     )  # fmt: skip
     feasible = 0 if plan.best is not None else 1
+    if feasible:  # on stderr too, as every command's failure (recommend's "no recommendation")
+        print(printable(f"stash: no plan: {plan.infeasible_reason}"), file=sys.stderr)
     if args.json:  # no plan: "error" and "exit_status" as every command's failure
         failure = {"error": f"no plan: {plan.infeasible_reason}", "exit_status": 1} if feasible else {}
         print(json_text({**plan.to_dict(), **failure}, indent=2))

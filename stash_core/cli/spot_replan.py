@@ -163,6 +163,8 @@ def cmd_spot_replan(args: argparse.Namespace) -> int:
         "search": result.search,  # "exact": every mix tried; "window": spotDNN's heuristic
         "notes": notes,
     }  # fmt: skip
+    if best is None:  # on stderr too, as every command's failure (recommend's "no recommendation")
+        print(printable(f"stash: no plan: {result.infeasible_reason}"), file=sys.stderr)
     if args.json:  # no plan: "error" and "exit_status" as every command's failure
         failure = {"error": f"no plan: {result.infeasible_reason}", "exit_status": 1} if best is None else {}
         print(json_text({**answer, **failure}, indent=2))
@@ -202,6 +204,7 @@ def cmd_spot_simulate(args: argparse.Namespace) -> int:
     except NoStartingPlan as exc:  # an answer, as `stash spot` says it: exit status 1
         reason = "no plan: " + str(exc).removeprefix("simulation: ")
         print(json_text({"error": reason, "exit_status": 1}, indent=2) if args.json else printable(reason))
+        print(printable(f"stash: {reason}"), file=sys.stderr)
         return 1
     if args.json:
         scenario = {"target_loss": args.target_loss, "deadline_s": args.deadline_s,

@@ -90,10 +90,12 @@ def test_an_impossible_budget_exits_1_with_the_reason(tmp_path, capsys):
     status, out = _spot(tmp_path, capsys, "--budget-s", "60")
     assert status == 1
     assert "no plan:" in out.out and "workers" in out.out
+    assert out.err.startswith("stash: no plan: ")  # on stderr as every failing command's line (it had none)
     status, out = _spot(tmp_path, capsys, "--budget-s", "60", "--json")  # a failure's keys, as any command's
     answer = json.loads(out.out)
     assert status == 1 and answer["exit_status"] == 1 and answer["best"] is None
     assert answer["error"] == f"no plan: {answer['infeasible_reason']}"
+    assert out.err == f"stash: {answer['error']}\n"
 
 
 def test_a_target_one_worker_reaches_untrained_is_planned_on_the_clusters_that_train(tmp_path, capsys):
@@ -263,12 +265,12 @@ def test_replan_keeps_the_running_instances_and_the_loss_reached(tmp_path, capsy
 def test_replan_without_enough_time_left_exits_1(tmp_path, capsys):
     status, out = _run(tmp_path, capsys, "spot-replan", "--running", "g3.4xlarge:1", "--current-loss", "5",
                        "--budget-s", "10")  # fmt: skip
-    assert status == 1 and "no plan:" in out.out
+    assert status == 1 and "no plan:" in out.out and out.err.startswith("stash: no plan: ")
     status, out = _run(tmp_path, capsys, "spot-replan", "--running", "g3.4xlarge:1", "--current-loss", "5",
                        "--budget-s", "10", "--json")  # fmt: skip
     answer = json.loads(out.out)
     assert status == 1 and answer["exit_status"] == 1 and answer["best"] is None
-    assert answer["error"] == f"no plan: {answer['infeasible_reason']}"
+    assert answer["error"] == f"no plan: {answer['infeasible_reason']}" and "no plan: " in out.err
 
 
 @pytest.mark.parametrize(

@@ -137,10 +137,12 @@ def test_a_deadline_no_cluster_can_start_on_is_no_plan_as_spot_says_it(tmp_path,
     """It exited 2 (bad usage), where `stash spot` answers the same case "no plan" with exit status 1."""
     simulate = ["spot-simulate", "--deadline-s", "30", "--rate-per-h", "1"]
     status, out = _stash(tmp_path, capsys, simulate)
-    assert status == 1 and out.out.startswith("no plan: no cluster to start training with") and not out.err
+    assert status == 1 and out.out.startswith("no plan: no cluster to start training with")
+    assert out.err.startswith("stash: no plan: no cluster to start training with")  # as recommend says one
     status, out = _stash(tmp_path, capsys, [*simulate, "--json"])
     answer = json.loads(out.out)
     assert status == 1 and answer["exit_status"] == 1 and answer["error"].startswith("no plan: ")
+    assert out.err == f"stash: {answer['error']}\n"
 
 
 def test_the_json_of_a_simulation_states_its_scenario(tmp_path, capsys):
