@@ -91,7 +91,7 @@ def clean(fields: dict[str, Any], partial: bool, stored: bool = False) -> dict[s
             if key == "interconnect" and not known_interconnect(cleaned[key]):
                 raise UsageError(
                     f"interconnect {clipped(cleaned[key], quoted=True)} is no GPU link predict knows; give "
-                    f"{', '.join(INTERCONNECTS)} (or leave it empty)"
+                    f"{', '.join(INTERCONNECTS[:-1])} or {INTERCONNECTS[-1]}"
                 )
             continue
         value = None if _blank(value) else value

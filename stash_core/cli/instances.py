@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from stash_core.cli.args import (
+    BLANKS,
     Number,
     add_db_argument,
     clearable,
@@ -27,8 +28,15 @@ from stash_core.terminal import printable
 # The catalog is imported inside cmd_instances: building `stash --help` must not load pandas. The values are
 # checked here when the command line is read, and again by the catalog (catalog/fields.py).
 
+def clearable_text(text: str) -> str:
+    """argparse type of a text field that 'none' clears ("" to the catalog: stored as no value): --provider
+    none was stored as a provider named "none"."""
+    kept = clearable(identifier)(text)
+    return "" if kept.strip().lower() in BLANKS else kept
+
+
 INSTANCE_OPTIONS = {
-    "provider": (identifier, "cloud provider, e.g. aws"),
+    "provider": (clearable_text, "cloud provider, e.g. aws ('none' clears it)"),
     "accelerator": (identifier, "accelerator model, e.g. 'NVIDIA V100 16 GB'"),
     "accelerator_count": (
         clearable(Number(0, 1024, what="an integer from 0 to 1024")),
@@ -43,9 +51,11 @@ INSTANCE_OPTIONS = {
     "price_date": (
         iso_date, "date of the prices, YYYY-MM-DD (default: today when a price changes; 'none' clears it)"
     ),
-    "source": (identifier, "where the prices come from (default: 'user entry' for add, 'user edit' for set)"),
-    "region": (identifier, "cloud region the prices are for"),
+    "source": (clearable_text, "where the prices come from (default: 'user entry' for add, 'user edit' for "
+               "set; 'none' clears it)"),
+    "region": (clearable_text, "cloud region the prices are for ('none' clears it)"),
 }
+NEW_DATABASE = " (it did not exist: a new database)"
 _LIST_COLUMNS = {
     "name": "name",
     "accelerator_count": "gpus",
@@ -145,8 +155,10 @@ def cmd_instances(args: argparse.Namespace) -> int:
     if action == "import":
         return _import(path, args)
     if action == "seed":
+        created = not Path(path).exists()
         inserted, refreshed = seed_and_refresh(path)
-        print(printable(f"stored {inserted} built-in instance(s) in {path}"))
+        new_note = NEW_DATABASE if created else ""
+        print(printable(f"stored {inserted} built-in instance(s) in {path}{new_note}"))
         if refreshed:
             print(printable(f"refreshed {len(refreshed)} built-in instance(s) to this Stash's values: "
                             f"{', '.join(refreshed)}"))  # fmt: skip
@@ -178,7 +190,10 @@ def cmd_instances(args: argparse.Namespace) -> int:
     else:
         before = get_instance(path, args.name) or {}
         row = set_instance(path, args.name, **fields)
-        said = f"updated {row['name']} in {path}: " + ", ".join(f"{key}={row[key]}" for key in fields)
+        values = ", ".join(f"{key}={'none' if row[key] is None else row[key]}" for key in fields)  # as typed
+        said = f"updated {row['name']} in {path}: {values}"
+    if new:  # first, as every command says it: a mistyped --db would otherwise go unnoticed
+        print(printable(f"note: {path} did not exist: it is a new database, holding the built-in catalog"))
     print(printable(said))
     redated = redated_price_note(before, row, set(fields)) if action == "set" else None
     if redated:
@@ -188,8 +203,6 @@ def cmd_instances(args: argparse.Namespace) -> int:
     note = ambiguous_accelerator_note(row) if row.get("accelerator_count") else None
     if note and "accelerator" in fields:
         print(printable(f"note: {note}"))
-    if new:  # a mistyped --db would otherwise go unnoticed
-        print(printable(f"note: {path} did not exist: it is a new database, holding the built-in catalog"))
     return 0
 
 

@@ -43,12 +43,28 @@ def test_instances_set_names_its_database_and_says_when_it_is_new(tmp_path, caps
     db = tmp_path / "typo.duckdb"
     assert stash("instances", "set", "g5.xlarge", "--vcpus", "8", "--db", str(db)) == 0
     first = capsys.readouterr().out.splitlines()
-    assert first == [
-        f"updated g5.xlarge in {db}: vcpus=8",
+    assert first == [  # the note first, as every command says a new database
         f"note: {db} did not exist: it is a new database, holding the built-in catalog",
+        f"updated g5.xlarge in {db}: vcpus=8",
     ]
     assert stash("instances", "set", "g5.xlarge", "--vcpus", "4", "--db", str(db)) == 0
     assert capsys.readouterr().out.splitlines() == [f"updated g5.xlarge in {db}: vcpus=4"]
+    # a value cleared reads as it is typed, not as Python's None
+    assert stash("instances", "set", "g5.xlarge", "--spot-usd-per-h", "none", "--db", str(db)) == 0
+    assert capsys.readouterr().out.splitlines()[0] == f"updated g5.xlarge in {db}: spot_usd_per_h=none"
+    # 'none' clears a text field as it clears a number: --provider none had stored a provider named "none"
+    for field in ("provider", "region", "source"):
+        assert stash("instances", "set", "g5.xlarge", f"--{field}", "none", "--db", str(db)) == 0
+        assert get_instance(db, "g5.xlarge")[field] is None, field
+    capsys.readouterr()
+    with pytest.raises(UsageError) as refused:  # a link no model knows: the values it names, it takes
+        stash("instances", "set", "g5.xlarge", "--interconnect", "foo", "--db", str(db))
+    assert str(refused.value).endswith("give NVSwitch, NVLink, PCIe, PCIe peer-to-peer or none")
+    seeded = tmp_path / "seeded.duckdb"  # seed on a new database said so nowhere
+    assert stash("instances", "seed", "--db", str(seeded)) == 0
+    assert capsys.readouterr().out.splitlines()[0].endswith(" (it did not exist: a new database)")
+    assert stash("instances", "seed", "--db", str(seeded)) == 0
+    assert "new database" not in capsys.readouterr().out
 
 
 def test_instances_list_set_show(tmp_path, capsys):
