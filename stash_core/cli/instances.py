@@ -213,8 +213,8 @@ def _import(path: Any, args: argparse.Namespace) -> int:
     outcome = result.outcome
     print(
         f"imported {len(result.rows)} instance type(s) from {len(result.files)} file(s) into {path}: "
-        f"{len(outcome.inserted)} new, {len(outcome.replaced)} updated, {len(outcome.kept_user)} kept as you "
-        "edited them"
+        f"{len(outcome.inserted)} new, {len(outcome.replaced)} updated, {len(outcome.unchanged)} unchanged, "
+        f"{len(outcome.kept_user)} kept as you edited them"
     )
     if outcome.kept_user:
         print(f"  kept (origin user): {_some(outcome.kept_user)}")

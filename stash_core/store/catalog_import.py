@@ -19,7 +19,8 @@ from stash_core.store.instances import CATALOG_COLUMNS, insert_rows, stored_orig
 @dataclass
 class ImportOutcome:
     inserted: list[str] = field(default_factory=list)
-    replaced: list[str] = field(default_factory=list)
+    replaced: list[str] = field(default_factory=list)  # stored with other values: now the imported ones
+    unchanged: list[str] = field(default_factory=list)  # an earlier import of the same values
     kept_user: list[str] = field(default_factory=list)
 
 
@@ -28,13 +29,31 @@ def write_imported_rows(db_path: Path | str, rows: list[dict[str, Any]]) -> Impo
     outcome = ImportOutcome()
     with connect(db_path) as con, transaction(con):
         origins = stored_origins(con)
+        stored = {row[0]: _comparable(row) for row in con.execute(
+            f"SELECT {', '.join(CATALOG_COLUMNS)} FROM instances").fetchall()}  # fmt: skip
         values = []
         for row in rows:
             name = row["name"]
             if origins.get(name) == "user":
                 outcome.kept_user.append(name)
                 continue
-            (outcome.replaced if name in origins else outcome.inserted).append(name)
-            values.append([row.get(column) for column in CATALOG_COLUMNS[:-1]] + ["import"])
+            written = [row.get(column) for column in CATALOG_COLUMNS[:-1]] + ["import"]
+            if name not in origins:
+                outcome.inserted.append(name)
+            elif stored[name] == _comparable(written):  # imported twice: "updated" said of nothing changed
+                outcome.unchanged.append(name)
+                continue
+            else:
+                outcome.replaced.append(name)
+            values.append(written)
         insert_rows(con, values, "replace")
     return outcome
+
+
+def _comparable(values: Any) -> tuple:
+    """A row's values as the store gives them back: numbers as floats, a date as its ISO text."""
+    return tuple(
+        float(value) if isinstance(value, int | float) and not isinstance(value, bool)
+        else None if value is None else str(value)[:10] if hasattr(value, "isoformat") else str(value)
+        for value in values
+    )

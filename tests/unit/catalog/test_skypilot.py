@@ -90,6 +90,21 @@ def test_import_keeps_user_rows_and_predicts_what_the_table_knows(catalog, tmp_p
     ]
 
 
+def test_a_second_import_of_the_same_file_updates_nothing_and_says_so(catalog, tmp_path) -> None:
+    """It said "0 new, 2 updated" of rows it left as they were."""
+    db = tmp_path / "cat.duckdb"
+    first = import_skypilot(db, catalog, region="us-east-1", price_date=date(2025, 6, 1)).outcome
+    assert sorted(first.replaced) == ["g6.xlarge", "p3.2xlarge"] and not first.unchanged
+    again = import_skypilot(db, catalog, region="us-east-1", price_date=date(2025, 6, 1)).outcome
+    assert (again.inserted, again.replaced) == ([], [])
+    assert sorted(again.unchanged) == sorted(first.inserted + first.replaced)
+    dearer = "\n".join([HEADER, *ROWS]).replace("3.06,", "3.10,")
+    (catalog / "v7" / "aws" / "vms.csv").write_text(dearer + "\n")
+    changed = import_skypilot(db, catalog, region="us-east-1", price_date=date(2025, 6, 1)).outcome
+    assert changed.replaced == ["p3.2xlarge"] and "g6.xlarge" in changed.unchanged
+    assert get_instance(db, "p3.2xlarge")["on_demand_usd_per_h"] == 3.10
+
+
 @pytest.mark.parametrize(
     ("row", "says"),
     [
