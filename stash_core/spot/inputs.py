@@ -23,6 +23,7 @@ import difflib
 import json
 import math
 import os
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,9 @@ from stash_core.spot.model import Worker, Workload
 from stash_core.spot.planner import InstanceOffer
 from stash_core.store.dbfile import is_duckdb_file
 from stash_core.store.reads import latest_compute_s
+from stash_core.terminal import clipped
 from stash_core.userfiles import json_text, read_user_json, writable_target, write_atomic
+from stash_core.zoo_names import close_zoo_names, is_zoo_name
 
 MB = 1e6  # spotDNN's tables give sizes in MB and bandwidths in MB/s
 GBPS = 1e9 / 8  # bytes per second in one Gbit/s
@@ -345,11 +348,17 @@ def _compute_s(db_path: Path, doc: dict[str, Any], name: str, batch_per_gpu: int
             f"no compute time for {name}: no database at {db_path} (--db or $STASH_DB chooses one) to take "
             f"the profile of {model} from; give compute_s in the workload file, or the database"
         )
+    if measured is None and not is_zoo_name(model) and ":" not in str(model):  # no profile could ever be
+        raise UsageError(
+            f'workload file: "model" {clipped(str(model), quoted=True)} is neither a zoo model nor '
+            f"path/to/file.py:FACTORY{close_zoo_names(str(model))}; give one, or compute_s"
+        )
     if measured is None:
+        command = shlex.join(["stash", "profile", "--model", str(model), "--instance", name])
         raise UsageError(
             f"no compute time for {name}: no completed profile of {model} at batch {batch_per_gpu} per "
-            f"worker with {gpus} worker(s) on {name} (profile it with --instance {name} --workers {gpus} "
-            f"--batch-size {batch_per_gpu}, or give compute_s in the workload file)"
+            f"worker with {gpus} worker(s) on {name} (`{command} --workers {gpus} --batch-size "
+            f"{batch_per_gpu}` measures it, or give compute_s in the workload file)"
         )
     return measured
 

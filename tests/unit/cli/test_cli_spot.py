@@ -161,9 +161,16 @@ def test_compute_times_come_from_stored_profiles(tmp_path, capsys):
     status = main(["spot", "--workload", str(path), "--instances", "g3.16xlarge:1", "--target-loss", "0.8",
                    "--budget-s", "3000", "--db", str(db)])  # fmt: skip
     assert status == 2
-    assert "no completed profile of resnet50 at batch 128 per worker with 4 worker(s) on g3.16xlarge" in (
-        capsys.readouterr().err
-    )
+    said = capsys.readouterr().err
+    assert "no completed profile of resnet50 at batch 128 per worker with 4 worker(s) on g3.16xlarge" in said
+    # the command that measures it names the model (it had left --model out)
+    assert "`stash profile --model resnet50 --instance g3.16xlarge --workers 4 --batch-size 128`" in said
+    # a model no profile could ever be of was sent to profile it
+    path.write_text(json.dumps({**workload, "model": "resnet5O"}))
+    status = main(["spot", "--workload", str(path), "--instances", "g3.16xlarge:1", "--target-loss", "0.8",
+                   "--budget-s", "3000", "--db", str(db)])  # fmt: skip
+    said = capsys.readouterr().err
+    assert status == 2 and "\"model\" 'resnet5O' is neither a zoo model nor" in said and "resnet50" in said
 
 
 def _loss_csv(path, g=(876.5, -0.2, 300.0, 1.0, 0.5), wild=False):
