@@ -15,13 +15,14 @@ No process is started and nothing is timed: the figures are the rule's, exact fo
 
 from __future__ import annotations
 
-import argparse
 import random
 import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench_args import bench_parser, positive_int  # noqa: E402
 
 from stash_core.analysis import stats  # noqa: E402
 from stash_core.measure import rank_sync, worker  # noqa: E402
@@ -68,8 +69,8 @@ def one_run(seed: int, fixed: int | None, slow: list[float]) -> tuple[int, float
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--seeds", type=int, default=300)
+    parser = bench_parser(__doc__)
+    parser.add_argument("--seeds", type=positive_int, default=300)
     args = parser.parse_args()
     print(f"{'case':32s} {'rule':16s} {'steps (median, mean)':>22s} {'bias of the kept mean':>22s}")
     for label, fixed, slow in CASES:

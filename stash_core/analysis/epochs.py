@@ -6,9 +6,14 @@ from __future__ import annotations
 from stash_core.errors import UsageError
 
 
-def iterations_per_epoch(dataset_images: int, batch_size: int, workers_total: int) -> int:
-    """Full batches each worker gets per epoch: its shard is dataset_images // workers_total and the last
-    partial batch is dropped (drop_last), as in the profiled loop; at least 1."""
+def iterations_per_epoch(
+    dataset_images: int, batch_size: int, workers_total: int, drop_last: bool = True
+) -> int:
+    """Steps each worker takes per epoch, at least 1. `drop_last`: full batches of a shard of dataset_images
+    // workers_total, the last partial batch dropped, as in the profiled loop. Else PyTorch's defaults (a
+    DistributedSampler pads the shards to ceil(dataset_images / workers_total), the loader keeps the last
+    partial batch): every sample seen each epoch, as a training a user rents for runs, so configurations of
+    more workers are not credited with the part of the data set their larger steps leave out."""
     for value, what in (
         (dataset_images, "dataset images"),
         (batch_size, "batch size"),
@@ -16,7 +21,10 @@ def iterations_per_epoch(dataset_images: int, batch_size: int, workers_total: in
     ):
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise UsageError(f"{what} must be a positive whole number, got {value!r}")
-    return max(1, (dataset_images // workers_total) // batch_size)
+    if drop_last:
+        return max(1, (dataset_images // workers_total) // batch_size)
+    shard = -(-dataset_images // workers_total)
+    return -(-shard // batch_size)
 
 
 def per_epoch(seconds: float | None, iterations: int | None) -> float | None:

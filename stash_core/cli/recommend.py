@@ -51,7 +51,8 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
     rec.add_argument("--epochs", required=True, type=positive_real(1e6), help="epochs to train")
     rec.add_argument(
         "--dataset-images", "--dataset-samples", dest="dataset_images", required=True, type=count(10**12),
-        help="samples (images, sequences) in one epoch",
+        help="samples (images, sequences) in one epoch: each epoch sees them all, the shards padded and the "
+             "last batch kept (PyTorch's defaults)",
     )  # fmt: skip
     one_of = "; one of --budget-hours and --max-usd is required, or both"
     rec.add_argument("--budget-hours", type=positive_real(1e6), default=None, help=f"time budget{one_of}")

@@ -231,7 +231,7 @@ def recommend(
     planner.excluded.extend(_unpriced(planner.options, catalog, pricing))
     options = rank_options(planner.options, budget_hours, max_usd)
     ranked = options[options["feasible"]].sort_values("rank")
-    best = ranked.iloc[0].to_dict() if len(ranked) else None
+    best = plain_row(ranked.iloc[0].to_dict()) if len(ranked) else None  # NaN of a stall not known: None
     result = Recommendation(request, options, best, excluded=planner.excluded, label_warnings=label_warnings)
     result.profiles_set_aside = set_aside
     result.price_warning = stale_prices(options, request)

@@ -11,6 +11,16 @@ def test_an_epoch_is_the_full_batches_of_each_workers_shard():
     assert iterations_per_epoch(10, 32, 2) == 1  # fewer images than a batch still makes one step
 
 
+def test_an_epoch_that_keeps_every_sample_pads_the_shards_and_keeps_the_last_batch():
+    """A rental's epoch: 2,000 images on 16 workers of 64 was one step (1,024 images) and read as the
+    cheapest; PyTorch's defaults take two (each shard of 125 padded, its last batch partial)."""
+    assert iterations_per_epoch(2000, 64, 16, drop_last=False) == 2
+    assert iterations_per_epoch(2000, 64, 8, drop_last=False) == 4  # 250 per worker: 3 full + 1 partial
+    assert iterations_per_epoch(2000, 32, 2, drop_last=False) == 32  # 31.25 batches
+    assert iterations_per_epoch(2048, 64, 16, drop_last=False) == iterations_per_epoch(2048, 64, 16) == 2
+    assert iterations_per_epoch(3, 64, 16, drop_last=False) == 1  # fewer samples than workers: one padded step
+
+
 def test_the_loader_uses_the_same_definition():
     assert loader_iterations_per_epoch is iterations_per_epoch
 

@@ -112,7 +112,7 @@ def test_one_big_instance_beats_two_half_ones_because_of_network_stall(db):
     result = _ask(db)
     best = result.best
     assert (best["instance"], best["instance_count"], best["source"]) == ("big8", 1, "measured")
-    per_epoch = (IMAGES // 8) // 64  # full batches per worker, as the profiled loop counts an epoch
+    per_epoch = math.ceil(math.ceil(IMAGES / 8) / 64)  # every sample each epoch, as PyTorch's defaults
     assert best["training_h"] == pytest.approx(0.25 * per_epoch * 90 / 3600)
     assert best["training_usd"] == pytest.approx(best["training_h"] * 24.0)
     ranked = result.ranked
