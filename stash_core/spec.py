@@ -210,7 +210,9 @@ def _script_model(args: argparse.Namespace) -> None:
 SCRIPT_MAKES = (("dataset", "--dataset"), ("synthetic_images", "--synthetic-images"),
                 ("input_shape", "--input-shape"), ("num_classes", "--num-classes"),
                 ("find_unused_parameters", "--find-unused-parameters"),
-                ("image_px", "--image-px"), ("loader_workers", "--loader-workers"))  # fmt: skip
+                ("image_px", "--image-px"), ("loader_workers", "--loader-workers"),
+                ("pin_workers", "--no-pin"))  # fmt: skip
+SCRIPT_MAKES_WORDS = "the script makes its own model, data and loader"
 
 
 def check_script_makes(values: dict, given: Callable[[str, Any], bool]) -> None:
@@ -222,8 +224,9 @@ def check_script_makes(values: dict, given: Callable[[str, Any], bool]) -> None:
             continue
         if attr in ("dataset", "synthetic_images"):
             raise FieldError(f"--script reads its own data: give --data-dir, not {flag}", attr, value)
-        message = f"{flag} does not go with --script: the script makes its own model, data and loader"
-        raise FieldError(message, attr, value)
+        # pinned, a script's workers would share their cores with its own DataLoader processes
+        why = "its workers are never pinned to cores" if attr == "pin_workers" else SCRIPT_MAKES_WORDS
+        raise FieldError(f"{flag} does not go with --script: {why}", attr, value)
 
 
 def default_of(attr: str) -> Any:

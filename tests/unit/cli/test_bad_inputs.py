@@ -841,6 +841,9 @@ CASES: list[tuple[str, list[str], str]] = [
             ("--loader-workers", "5"),
         )
     ],
+    # accepted, and the script's workers were never pinned anyway
+    ("script-with-no-pin", ["profile", "--script", "{tmp}/ok_train.py", "--no-pin", "--db", "{db}"],
+     "--no-pin does not go with --script: its workers are never pinned to cores"),
     # given at their default values, they were taken without a word
     *[
         (
