@@ -21,6 +21,7 @@ import math
 from dataclasses import dataclass
 
 from stash_core.analysis.epochs import per_epoch
+from stash_core.analysis.remainder_parts import ROUNDING_SHARE, parts_from_stalls
 from stash_core.analysis.stats import (
     combination_by_round,
     launch_of_rounds,
@@ -39,8 +40,6 @@ RESOLVE_HINT = (
     "more iterations per run (--iterations N, or a smaller --target-ci), or a quieter machine "
     "(other load widens the intervals)"
 )
-# A remainder smaller than this share of t2 is float rounding: there is none.
-ROUNDING_SHARE = 1e-9
 _PART_TEXT = {
     "within_noise": "{what} {seconds} s (within the noise, reported as 0)",
     "gap": "{what} {seconds} s (a gap in the chain: the difference mixes several stalls)",
@@ -133,6 +132,7 @@ def breakdown(
     }
     terms: dict[str, dict[str, int]] = {}  # each stall with a figure, as a combination of run times
     parts: list[dict] = []  # what the remainder holds, one entry per source
+    gap_s: dict[str, float] = {}  # a not-separable stall's difference, kept as its raw_s
     previous: str | None = None
     for phase in measured:
         name = STALL_OF_PHASE[phase]
@@ -150,6 +150,8 @@ def breakdown(
             apart = all(name in not_separable for name in spanned)
             named = ("not_separable", " and ".join(spanned)) if apart else ("gap", f"{previous}->{phase}")
             parts.append(_part(*named, times[phase].mean_s - times[previous].mean_s))
+            if apart:  # kept on the gap's last stall: a stored run's remainder names the parts again
+                gap_s[spanned[-1]] = parts[-1]["seconds"]
         else:
             ci95_s = _combination_ci95({phase: 1, previous: -1}, times, rounds)
             stalls[name] = _difference(
@@ -160,9 +162,11 @@ def breakdown(
     for name, reason in not_separable.items():
         warnings = [w for w in warnings if not w.startswith(f"{name} stall ")]  # its figure is not one
         if name in terms:
-            parts.append(_part("not_separable", name, stalls[name]["raw_s"]))
+            gap_s[name] = stalls[name]["raw_s"]
+            parts.append(_part("not_separable", name, gap_s[name]))
             terms.pop(name)
-        stalls[name] = _stall(None, None, reference_s, iterations_per_epoch, "not_separable", reason)
+        raw_s = gap_s.get(name)
+        stalls[name] = _stall(None, None, reference_s, iterations_per_epoch, "not_separable", reason, raw_s)
     for reason in dict.fromkeys(not_separable.values()):  # stalls of one reason in one warning
         names = [name for name, said in not_separable.items() if said == reason]
         warnings.append(f"{' and '.join(names)} stall{'s' * (len(names) > 1)} not separable: {reason}")
@@ -317,8 +321,8 @@ def remainder_of(breakdown: dict) -> dict | None:
     estimated = seconds != 0.0 and (ci95_s is None or stored.get("estimated") is True)
     if ci95_s is None and estimated:
         ci95_s = _estimated_ci95(stalls, finite_float(breakdown.get("iteration_ci95_s")))
-    if parts is None:
-        parts = _parts_from_stalls(stalls, seconds)
+    if parts is None:  # a stored run's: the database keeps the stalls, not the parts
+        parts = parts_from_stalls(stalls, seconds, stall_fault)
     per_epoch = breakdown.get("iterations_per_epoch")
     return _remainder(seconds, ci95_s if seconds != 0.0 else 0.0, iteration_s, per_epoch, parts, estimated)
 
@@ -370,31 +374,3 @@ def _estimated_ci95(stalls: dict, iteration_ci95_s: float | None) -> float | Non
                if isinstance(entry, dict) and entry.get("status") == "clamped_zero"]  # fmt: skip
     clamped = [ci for ci in clamped if ci is not None]
     return math.sqrt(math.fsum(ci**2 for ci in clamped)) if clamped else iteration_ci95_s
-
-
-def _parts_from_stalls(stalls: dict, seconds: float) -> list[dict]:
-    """The parts of a remainder rebuilt from stall entries: the within-noise ones with their difference
-    when it was kept (`raw_s`), and the rest as the not-separable stalls' or "other"."""
-    if seconds == 0.0:
-        return []
-    parts, known, unknown = [], 0.0, []
-    faults = [f"the {name} stall {fault}" for name in STALLS if (fault := stall_fault(stalls.get(name)))]
-    apart = [name for name in STALLS if (stalls.get(name) or {}).get("status") == "not_separable"]
-    for name in STALLS:
-        entry = stalls.get(name) or {}
-        raw_s = finite_float(entry.get("raw_s"))
-        if entry.get("status") == "clamped_zero" and raw_s is not None:
-            parts.append(_part("within_noise", name, raw_s))
-            known += raw_s
-        elif entry.get("status") == "clamped_zero":
-            unknown.append(name)
-    rest = seconds - known
-    if abs(rest) > ROUNDING_SHARE * max(abs(seconds), 1e-12):
-        # Stored rows keep a within-noise stall as 0 without its difference: name them together; but a rest
-        # that holds a faulty stall's time is not theirs.
-        what = "; ".join(faults) or ", ".join(unknown) or " and ".join(apart)
-        no_r0 = (stalls.get("compute") or {}).get("status") == "not_measured"  # as the profile said it
-        kind = ("unusable" if faults else "within_noise" if unknown else "not_separable" if apart
-                else "no_compute_stored" if no_r0 else "other")  # fmt: skip
-        parts.append(_part(kind, what, rest))
-    return parts

@@ -117,7 +117,8 @@ class Result:
         """One row per stall, as the database's stalls table holds it, then the remainder (stall
         `unattributed`, "not separated"), so that the seconds add up to the iteration time
         (`stash_core.breakdown(run_id)` reads the same rows back): run_id, stall, seconds, ci95_s, share,
-        epoch_s, status, note, raw_s (the signed difference a stall within the noise reports as 0), resolved
+        epoch_s, status, note, raw_s (the signed difference a stall within the noise reports as 0, or a stall
+        not separable counts in the remainder), resolved
         (with_resolved)."""
         from stash_core.store.ingest_rows import prepare_run
         from stash_core.store.stored_breakdown import with_remainder_row

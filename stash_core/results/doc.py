@@ -109,7 +109,9 @@ and `probe_id`; `stash ingest` takes such files too.
 `ci95_s` times `iterations_per_epoch`: an epoch's time is estimated as its iterations times their mean, so
 this is the interval of that estimate; a stall entry without `status` is stored as `measured` when it has
 seconds, else `not_measured`; a stall within the noise has status `clamped_zero`, seconds 0 and its signed
-difference in `raw_s`), `unattributed`, the signed remainder (label `"not separated"`): what the named stalls
+difference in `raw_s`; a `not_separable` one no seconds, and in `raw_s` the difference its runs differ by,
+counted in the remainder, on the last stall of several that one difference spans), `unattributed`, the
+signed remainder (label `"not separated"`): what the named stalls
 cannot claim, so that compute + interconnect + network + cpu + disk + unattributed = `iteration_s` exactly and
 the shares add up to 1, with `label`, `seconds` (`iteration_s` minus the five stalls, null stalls counting as
 0; may be negative), `ci95_s` (the interval of the combination of run times it is), `share`, `epoch_s`,

@@ -228,7 +228,9 @@ STALLS = RelationDoc(
         note | | short explanation, may be empty; a `not_measured` stall's says why (not asked for; one
             worker, one machine, no data loaded; its runs did not all finish); empty in runs stored before
         raw_s | s | the signed difference of run times the stall is, as measured: for a `clamped_zero` stall
-            the small difference its `seconds` reports as 0, else `seconds` itself; NULL where there is none
+            the small difference its `seconds` reports as 0, for a `not_separable` one the difference its
+            runs differ by, counted in the remainder (on the last stall of several one difference spans),
+            else `seconds` itself; NULL where there is none
             and for stalls stored before the database layout's version 6 (`schema_meta`'s `schema_version`)
         """
     ),

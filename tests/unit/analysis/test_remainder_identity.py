@@ -211,3 +211,25 @@ def test_a_stored_run_without_r0_says_its_remainder_is_the_first_run_measured() 
     remainder = remainder_of(stored)
     assert remainder["seconds"] == pytest.approx(0.3)
     assert ": +0.3000 s of the first run measured, with no R0 to split it" in remainder["note"]
+
+
+def test_a_stored_script_run_names_its_not_separable_parts_as_the_profile_did() -> None:
+    """A script without a process group or a DataLoader: the profile said "cpu and disk +0.00059 s (not
+    separable); interconnect +0.0011 s (not separable)", and `stash show`, from the stored rows, "interconnect
+    and cpu and disk +0.0017 s". Each not-separable stall now keeps its runs' difference as its raw_s."""
+    from stash_core.analysis.stalls import PhaseTime, breakdown, remainder_of
+
+    means_s = {"R0": 0.0018, "R1": 0.0029, "R2": 0.0035}
+    times = {run: PhaseTime(mean_s, 0.0001) for run, mean_s in means_s.items()}
+    apart = {"interconnect": "the script starts no process group", "cpu": "no DataLoader",
+             "disk": "no DataLoader"}  # fmt: skip
+    profiled = breakdown(times, ["R0", "R1", "R3", "R2"], None, apart)  # no R3: the script has no loader
+    said = profiled[REMAINDER]["note"]
+    assert "cpu and disk +0.00060 s (not separable); interconnect +0.0011 s (not separable)" in said
+    # the store keeps the stall rows (their raw_s), not the remainder's parts
+    stored = {"iteration_s": profiled["iteration_s"], "unattributed_ci95_s": profiled[REMAINDER]["ci95_s"],
+              "stalls": {name: {key: entry[key] for key in ("seconds", "ci95_s", "status", "note", "raw_s")}
+                         for name, entry in profiled["stalls"].items()}}  # fmt: skip
+    assert remainder_of(stored)["note"] == said
+    assert profiled["stalls"]["disk"]["raw_s"] == pytest.approx(0.0006)  # the gap's last stall holds it
+    assert profiled["stalls"]["cpu"]["raw_s"] is None and profiled["stalls"]["cpu"]["seconds"] is None
