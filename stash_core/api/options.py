@@ -16,7 +16,7 @@ import numbers
 import os
 import re
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +24,7 @@ from stash_core.errors import UsageError
 from stash_core.pathargs import check_outputs, default_db, required_path
 from stash_core.spec import OPTIONS, Option, ProfileSpec, default_of
 from stash_core.spec_argparse import add_profile_arguments, parse_script_args
-from stash_core.spec_parse import identifier
+from stash_core.spec_parse import FieldError, identifier
 from stash_core.userfiles import check_reachable
 
 
@@ -121,8 +121,10 @@ def api_options(command: str) -> Callable[[Callable[..., Any]], Callable[..., An
             try:
                 return function(*args, **kwargs)
             except UsageError as error:  # the same error (its class and fields), in this function's words
-                if users and len(error.args) == 1 and isinstance(error.args[0], str):
-                    error.args = (argument_words(error.args[0], None if any_keyword else known),)
+                # Stash's own words only: a subclass (a user's model, a newer file) may carry others' text
+                if users and type(error) in (UsageError, FieldError) and len(error.args) == 1:
+                    words = PROFILE_OPTION_NAMES if any_keyword else known
+                    error.args = (argument_words(str(error.args[0]), words),)
                 raise
 
         return call
@@ -131,19 +133,25 @@ def api_options(command: str) -> Callable[[Callable[..., Any]], Callable[..., An
 
 
 _FLAG = re.compile(r"(?<![\w-])--([a-z][a-z0-9]*(?:-[a-z0-9]+)*)(?![\w-])")
-_CODE = re.compile(r"(`[^`]*`)")
+# Left as they are: a command (in backticks, or from `stash ` to the end of its clause) is one to run, and a
+# quoted value is data (a model named '--resnet50', a path "/data/--exp")
+_KEPT = re.compile(r"""(`[^`]*`|(?<!\w)'[^'\n]*'(?!\w)|"[^"\n]*"|\bstash [^;,()\n]*)""")
+# profile()'s keywords are the command's options: its messages name them (and only them) as flags
+PROFILE_OPTION_NAMES = frozenset(
+    option.flag.removeprefix("--").replace("-", "_") for option in OPTIONS if option.flag.startswith("--")
+)
 
 
-def argument_words(text: str, names: list[str] | None) -> str:
+def argument_words(text: str, names: Collection[str]) -> str:
     """An error's command-line options named as the API function's arguments ("--batch-size must be ..." to
-    batch_size=...'s caller): those of `names`, or every option where the function takes the command's
-    options as keywords (None). A command quoted in backticks is left whole: it is one to run."""
+    batch_size=...'s caller), those of `names`; commands and quoted values are left whole (_KEPT)."""
 
     def argument(match: re.Match) -> str:
         name = match[1].replace("-", "_")
-        return name if names is None or name in names else match[0]
+        return name if name in names else match[0]
 
-    return "".join(part if part.startswith("`") else _FLAG.sub(argument, part) for part in _CODE.split(text))
+    parts = _KEPT.split(text)  # the kept spans at the odd places
+    return "".join(part if index % 2 else _FLAG.sub(argument, part) for index, part in enumerate(parts))
 
 
 def parse_profile(argv: list[str]) -> tuple[argparse.Namespace, Path]:

@@ -153,11 +153,33 @@ def test_an_error_names_the_functions_arguments_not_the_commands_options():
     assert argument_words(said, names) == (
         "memory_format: for a model job; a script_run is scaled (--tuning given)"  # not one of predict's
     )
-    # a command to run stays whole; a flag inside a longer word is not one
+    # a command to run stays whole, quoted or not; a flag inside a longer word is not one
     kept = "run `stash profile --batch-size 8 --model x` or set --batch-size-x"
     assert argument_words(kept, names) == kept
-    assert argument_words("--max-phase-seconds is spent", None) == "max_phase_seconds is spent"  # **options
+    command = "no emulated cluster is up (sudo stash cluster up --nodes N --model x)"
+    assert argument_words(command, [*names, "nodes"]) == command
+    # a quoted value is data: a model named '--model' or a path holding one is not rewritten
+    for data in ("unknown model '--model'", 'no file "/data/--model/m.py"'):
+        assert argument_words(data, names) == data
+    # an apostrophe is no quote: the flags of a sentence with one are still named
+    assert argument_words("the script's --batch-size", names) == "the script's batch_size"
+    # profile()'s keywords are its command's options: only those are named so
+    from stash_core.api.options import PROFILE_OPTION_NAMES
+
+    said = "--max-phase-seconds is spent; see --frobnicate"
+    assert argument_words(said, PROFILE_OPTION_NAMES) == "max_phase_seconds is spent; see --frobnicate"
     import stash_core
 
     with pytest.raises(UsageError, match="^memory_format must be one of nchw, channels_last"):
         stash_core.predict(model="resnet50", batch_size=8, memory_format="nhwc", instances="g5.xlarge")
+
+
+def test_a_users_own_words_in_an_error_are_left_as_they_are(tmp_path):
+    """A user's factory's message is data: its --batch-size is its own, not predict's argument."""
+    import stash_core
+
+    factory = "def make(num_classes=10):\n    raise ValueError('needs --batch-size 4')\n"
+    (tmp_path / "net.py").write_text(factory)
+    with pytest.raises(UsageError, match="needs --batch-size 4"):
+        stash_core.predict(model=f"{tmp_path / 'net.py'}:make", batch_size=8, instances="g5.xlarge",
+                           db=tmp_path / "x.duckdb")  # fmt: skip

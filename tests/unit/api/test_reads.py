@@ -51,6 +51,13 @@ def test_each_stall_says_whether_it_is_resolved_as_runs_does(stored):
     """Only runs() had <stall>_resolved: a stall of one run was "measured" in its breakdown, the note the
     one word of it not being resolved."""
     db, *_ = stored
+    wide = result_doc("resnet18", run_id="20261124T120000Z-cccc0003")
+    wide["breakdown"]["stalls"]["cpu"]["ci95_s"] = 2 * wide["breakdown"]["stalls"]["cpu"]["seconds"]
+    store.ingest_result(db, wide)  # its CPU stall's interval wider than its value: not resolved
+    wide_read = stash.breakdown("cccc0003", db).set_index("stall")
+    cpu, compute = wide_read.loc["cpu", "resolved"], wide_read.loc["compute", "resolved"]
+    assert not pd.isna(cpu) and not cpu and not pd.isna(compute) and compute
+    assert bool(stash.runs(db).set_index("run_id").loc["20261124T120000Z-cccc0003", "cpu_resolved"]) is False
     read = stash.breakdown("aaaa0001", db).set_index("stall")
     run = stash.runs(db).set_index("run_id").loc["20261124T100000Z-aaaa0001"]
     for stall in ("compute", "interconnect", "network", "cpu", "disk"):
