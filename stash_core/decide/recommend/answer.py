@@ -369,7 +369,7 @@ def _check_request(batch_size, epochs, dataset_images, budget_hours, max_usd, ma
     for value, what in counts:
         if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
             raise UsageError(f"{what} must be a positive whole number, got {value!r}")
-    if dataset_images < batch_size:  # an epoch of no full batch (drop_last): nothing trained, nothing costed
+    if dataset_images < batch_size:  # no step of the batch asked for: a smaller one is another job
         raise UsageError(f"an epoch of {dataset_images:,} samples holds no full batch of {batch_size}")
     for value, what in ((epochs, "epochs"), (budget_hours, "budget hours"), (max_usd, "max USD")):
         number = finite_float(value) if isinstance(value, (int, float)) else None

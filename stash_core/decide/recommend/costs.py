@@ -86,12 +86,13 @@ class Estimate:
 
 
 def no_full_step(job: RentalJob, workers_total: int) -> str | None:
-    """Why an epoch of the job on `workers_total` workers holds no synchronous step (each worker's shard of
-    the data set is less than one batch, dropped as a partial one); None when it holds one."""
+    """Why an epoch of the job on `workers_total` workers holds no step of the batch asked for (each worker's
+    shard of the data set is less than one batch: its steps would train a smaller batch, another job than
+    the one predicted); None when it holds one."""
     if job.dataset_images // workers_total >= job.batch_size:
         return None
     return (f"an epoch of {job.dataset_images:,} samples over {workers_total} workers gives each fewer than "
-            f"one batch of {job.batch_size}: no full step")  # fmt: skip
+            f"one batch of {job.batch_size} (a smaller batch is another job): no full step")  # fmt: skip
 
 
 def option_row(
