@@ -138,7 +138,6 @@ def plan_view(answer: CampaignPlan) -> None:
     cols[3].metric(label, dates[0] if dates else "-", later, delta_color="off", delta_arrow="off",
                    help=", ".join(dates) or None)
     st.markdown(answer.total_text)
-    refreshed_note("campaign")
     if answer.catalog_warnings:  # rows an older Stash seeded: a newer one may know their links or prices
         catalog_refresh(answer.catalog_warnings, "campaign")
     if answer.price_warning:  # as Recommend warns: this page is the one that spends money at them
@@ -213,6 +212,7 @@ def main() -> None:
         "starts (docs/cloud.md).",
     )
     request = request_form()
+    refreshed_note("campaign")  # after the catalog's refresh: said once, above whatever the page shows next
     if request is not None:
         try:
             with st.spinner("Planning…"):

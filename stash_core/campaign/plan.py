@@ -208,8 +208,8 @@ def covers(measured: dict[str, Any], item: CampaignItem, settings: CampaignSetti
     asked = (shape_for(item.model, settings.input_shape), settings.num_classes or None)
     stored = (measured["input_shape"], measured["num_classes"])
     for index, (wanted, had) in enumerate(zip(asked, stored, strict=True)):
-        if wanted is None and had is None:
-            continue  # the model's own, both
+        if wanted == had:
+            continue  # the model's own both, or the same given (its defaults need the model built)
         default = model_defaults(item.model)[index]  # None where unknown: then nothing but equal values match
         if (had or default) != (wanted or default):
             return False

@@ -9,11 +9,11 @@ from stash_core.catalog.catalog import (
     apply_catalog_edits,
     builtin_instances,
     get_instance,
+    is_stale_catalog_warning,
     list_instances,
     seed_and_refresh,
     seed_catalog,
     set_instance,
-    is_stale_catalog_warning,
     stale_catalog_warning,
 )
 from stash_core.catalog.labels import (

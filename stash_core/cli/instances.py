@@ -55,7 +55,6 @@ INSTANCE_OPTIONS = {
                "set; 'none' clears it)"),
     "region": (clearable_text, "cloud region the prices are for ('none' clears it)"),
 }
-NEW_DATABASE = " (it did not exist: a new database)"
 _LIST_COLUMNS = {
     "name": "name",
     "accelerator_count": "gpus",
@@ -152,13 +151,13 @@ def cmd_instances(args: argparse.Namespace) -> int:
         if stale:
             print(printable(f"note: {stale}"))
         return 0
+    new = not Path(path).exists()  # said first once the action made it: a mistyped --db would go unnoticed
     if action == "import":
-        return _import(path, args)
+        return _import(path, args, new)
     if action == "seed":
-        created = not Path(path).exists()
         inserted, refreshed = seed_and_refresh(path)
-        new_note = NEW_DATABASE if created else ""
-        print(printable(f"stored {inserted} built-in instance(s) in {path}{new_note}"))
+        say_new_database(path, new)
+        print(printable(f"stored {inserted} built-in instance(s) in {path}"))
         if refreshed:
             print(printable(f"refreshed {len(refreshed)} built-in instance(s) to this Stash's values: "
                             f"{', '.join(refreshed)}"))  # fmt: skip
@@ -183,7 +182,6 @@ def cmd_instances(args: argparse.Namespace) -> int:
             print(printable(f"{column:<22}{'-' if row.get(column) is None else row[column]}"))
         return 0
     fields = {name: getattr(args, name) for name in INSTANCE_OPTIONS if getattr(args, name) is not None}
-    new = not Path(path).exists()
     if action == "add":
         row = add_instance(path, name=args.name, **fields)
         said = f"added {row['name']} to the catalog in {path}"
@@ -192,8 +190,7 @@ def cmd_instances(args: argparse.Namespace) -> int:
         row = set_instance(path, args.name, **fields)
         values = ", ".join(f"{key}={'none' if row[key] is None else row[key]}" for key in fields)  # as typed
         said = f"updated {row['name']} in {path}: {values}"
-    if new:  # first, as every command says it: a mistyped --db would otherwise go unnoticed
-        print(printable(f"note: {path} did not exist: it is a new database, holding the built-in catalog"))
+    say_new_database(path, new)
     print(printable(said))
     redated = redated_price_note(before, row, set(fields)) if action == "set" else None
     if redated:
@@ -206,10 +203,16 @@ def cmd_instances(args: argparse.Namespace) -> int:
     return 0
 
 
-def _import(path: Any, args: argparse.Namespace) -> int:
+def say_new_database(path: Any, new: bool) -> None:
+    if new:
+        print(printable(f"note: {path} did not exist: it is a new database, holding the built-in catalog"))
+
+
+def _import(path: Any, args: argparse.Namespace, new: bool) -> int:
     from stash_core.catalog.skypilot import import_skypilot
 
     result = import_skypilot(path, args.skypilot, args.region, args.include_cpu, args.price_date)
+    say_new_database(path, new)
     outcome = result.outcome
     print(
         f"imported {len(result.rows)} instance type(s) from {len(result.files)} file(s) into {path}: "

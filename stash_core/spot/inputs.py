@@ -39,7 +39,7 @@ from stash_core.store.dbfile import is_duckdb_file
 from stash_core.store.reads import latest_compute_s
 from stash_core.terminal import clipped
 from stash_core.userfiles import json_text, read_user_json, writable_target, write_atomic
-from stash_core.zoo_names import close_zoo_names, is_zoo_name
+from stash_core.zoo_names import SCRIPT_PREFIX, close_zoo_names, is_zoo_name
 
 MB = 1e6  # spotDNN's tables give sizes in MB and bandwidths in MB/s
 GBPS = 1e9 / 8  # bytes per second in one Gbit/s
@@ -348,10 +348,13 @@ def _compute_s(db_path: Path, doc: dict[str, Any], name: str, batch_per_gpu: int
             f"no compute time for {name}: no database at {db_path} (--db or $STASH_DB chooses one) to take "
             f"the profile of {model} from; give compute_s in the workload file, or the database"
         )
-    if measured is None and not is_zoo_name(model) and ":" not in str(model):  # no profile could ever be
+    # no profile of `stash profile --model` could ever be of it (a script is profiled with --script)
+    unprofilable = ":" not in str(model) or str(model).startswith(SCRIPT_PREFIX)
+    if measured is None and not is_zoo_name(model) and unprofilable:
         raise UsageError(
             f'workload file: "model" {clipped(str(model), quoted=True)} is neither a zoo model nor '
-            f"path/to/file.py:FACTORY{close_zoo_names(str(model))}; give one, or compute_s"
+            f"path/to/file.py:FACTORY{close_zoo_names(str(model))}; give one, or compute_s (a training "
+            "script's workload takes compute_s)"
         )
     if measured is None:
         command = shlex.join(["stash", "profile", "--model", str(model), "--instance", name])

@@ -62,7 +62,8 @@ def test_instances_set_names_its_database_and_says_when_it_is_new(tmp_path, caps
     assert str(refused.value).endswith("give NVSwitch, NVLink, PCIe, PCIe peer-to-peer or none")
     seeded = tmp_path / "seeded.duckdb"  # seed on a new database said so nowhere
     assert stash("instances", "seed", "--db", str(seeded)) == 0
-    assert capsys.readouterr().out.splitlines()[0].endswith(" (it did not exist: a new database)")
+    assert capsys.readouterr().out.splitlines()[0] == (
+        f"note: {seeded} did not exist: it is a new database, holding the built-in catalog")
     assert stash("instances", "seed", "--db", str(seeded)) == 0
     assert "new database" not in capsys.readouterr().out
 
