@@ -23,9 +23,8 @@ def parts_from_stalls(
     if seconds == 0.0:
         return []
     faults = [f"the {name} stall {fault}" for name in STALLS if (fault := stall_fault(stalls.get(name)))]
-    parts, unknown = _not_separable_parts(stalls), []
-    known = sum(part["seconds"] for part in parts)
-    told = {name for part in parts for name in part["what"].split(" and ")}
+    parts, told = _not_separable_parts(stalls)
+    known, unknown = sum(part["seconds"] for part in parts), []
     apart = [name for name in STALLS
              if (stalls.get(name) or {}).get("status") == "not_separable" and name not in told]  # fmt: skip
     for name in STALLS:
@@ -48,10 +47,11 @@ def parts_from_stalls(
     return parts
 
 
-def _not_separable_parts(stalls: dict) -> list[dict]:
-    """Not-separable stalls with their difference: a run of them without one, closed by one that has it, is
-    a gap the difference spans ("cpu and disk"); a gap's parts first, as the profile's chain names them."""
-    gaps, singles, pending = [], [], []
+def _not_separable_parts(stalls: dict) -> tuple[list[dict], set[str]]:
+    """Not-separable stalls with their difference, and the names they tell: a run of them without one,
+    closed by one that has it, is a gap the difference spans ("cpu and disk"); a gap's parts first, as the
+    profile's chain names them."""
+    gaps, singles, pending, told = [], [], [], set()
     for name in STALLS:
         entry = stalls.get(name) or {}
         if entry.get("status") != "not_separable":
@@ -62,8 +62,9 @@ def _not_separable_parts(stalls: dict) -> list[dict]:
         if raw_s is not None:
             part = _part("not_separable", " and ".join(pending), raw_s)
             (gaps if len(pending) > 1 else singles).append(part)
+            told.update(pending)
             pending = []
-    return gaps + singles
+    return gaps + singles, told
 
 
 def _part(kind: str, what: str, seconds: float) -> dict:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from stash_core.store.connection import connect
-from stash_core.store.instances import CATALOG_COLUMNS, insert_rows, stored_origins, transaction
+from stash_core.store.instances import CATALOG_COLUMNS, insert_rows, transaction
 
 
 @dataclass
@@ -28,19 +28,19 @@ def write_imported_rows(db_path: Path | str, rows: list[dict[str, Any]]) -> Impo
     """Insert or replace the rows (origin 'import'), leaving rows of origin 'user' alone."""
     outcome = ImportOutcome()
     with connect(db_path) as con, transaction(con):
-        origins = stored_origins(con)
-        stored = {row[0]: _comparable(row) for row in con.execute(
+        # every stored row once, in CATALOG_COLUMNS order: its origin (the last) and its values
+        stored = {row[0]: row for row in con.execute(
             f"SELECT {', '.join(CATALOG_COLUMNS)} FROM instances").fetchall()}  # fmt: skip
         values = []
         for row in rows:
             name = row["name"]
-            if origins.get(name) == "user":
+            if name in stored and stored[name][-1] == "user":
                 outcome.kept_user.append(name)
                 continue
             written = [row.get(column) for column in CATALOG_COLUMNS[:-1]] + ["import"]
-            if name not in origins:
+            if name not in stored:
                 outcome.inserted.append(name)
-            elif stored[name] == _comparable(written):  # imported twice: "updated" said of nothing changed
+            elif _comparable(stored[name]) == _comparable(written):  # imported twice: nothing to update
                 outcome.unchanged.append(name)
                 continue
             else:

@@ -59,11 +59,6 @@ def count_rows(con: Any, name: str | None = None) -> int:
     return con.execute("SELECT count(*) FROM instances WHERE name = ?", [name]).fetchall()[0][0]
 
 
-def stored_origins(con: Any) -> dict[str, str]:
-    """{name: origin} of every stored row."""
-    return dict(con.execute("SELECT name, origin FROM instances").fetchall())
-
-
 def insert_row(con: Any, values: list[Any], keep_stored: bool = False) -> None:
     """Insert one row (values in COLUMNS order); keep_stored leaves a stored row of that name alone."""
     insert_rows(con, [values], "keep" if keep_stored else "fail")
