@@ -202,12 +202,19 @@ def communication_bounds(
     of the added all-reduce time that backward computation hid: 1 - exposed / added, clamped to 0..1.
     """
     out: dict = {"stall": stall, "phase": phase, "reference_phase": reference_phase, "grad_bytes": grad_bytes}
-    if probe is None or not grad_bytes:
-        out["note"] = "no probe for this layout" if probe is None else "gradient bytes unknown"
+    if probe is None:
+        out["note"] = "no probe for this layout"
         return out
     world = int(probe.get("world_size") or 0)
     busbw = peak_busbw_gbps(probe)
     latency_s = allreduce_latency_s(probe)
+    wire_gbps = wire_busbw_gbps(probe, latency_s)
+    if wire_gbps is not None and link_bps:  # a shaper's burst lets a repetition beat the link, not for long
+        wire_gbps = min(wire_gbps, link_bps / 1e9)
+    if not grad_bytes:  # a script's model is its own: what its links reached is still measured
+        out.update({"note": "gradient bytes unknown", "world_size": world, "nodes": probe.get("nodes"),
+                    "busbw_gbps": busbw, "wire_busbw_gbps": wire_gbps, "latency_s": latency_s})  # fmt: skip
+        return out
     gradient = probe.get("gradient_allreduce") or {}
     allreduce_s = gradient.get("time_s")
     reference_s = (
@@ -220,9 +227,6 @@ def communication_bounds(
     overlap_share = None
     if added_s and added_s > 0 and exposed_s is not None:
         overlap_share = min(1.0, max(0.0, 1.0 - exposed_s / added_s))
-    wire_gbps = wire_busbw_gbps(probe, latency_s)
-    if wire_gbps is not None and link_bps:  # a shaper's burst lets a repetition beat the link, not for long
-        wire_gbps = min(wire_gbps, link_bps / 1e9)
     lower_s = ring_lower_bound_s(grad_bytes, world, wire_gbps, latency_s)
     if lower_s is not None and allreduce_s is not None:
         lower_s = min(lower_s, allreduce_s)  # a bound from the probe's rates is never above what it measured

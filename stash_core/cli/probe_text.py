@@ -131,10 +131,11 @@ def format_communication(breakdown: dict | None) -> list[str]:
     lines = []
     if breakdown.get("network_reference"):
         lines.append(f"network figure compares {breakdown['network_reference']}")
-    rows = [(stall, bounds) for stall, bounds in (breakdown.get("communication") or {}).items()
+    communication = breakdown.get("communication") or {}
+    rows = [(stall, bounds) for stall, bounds in communication.items()
             if bounds and bounds.get("allreduce_s") is not None]  # fmt: skip
     if not rows:
-        return lines
+        return lines + _links_alone(communication)
     first = rows[0][1]
     lines.append(
         f"gradient all-reduce of {format_size(first['grad_bytes'])} in {first['buckets']} DDP bucket(s), "
@@ -158,6 +159,24 @@ def format_communication(breakdown: dict | None) -> list[str]:
             source = " (interval of the stall)" if reading["interval_source"] == "stall" else ""
             notes.append(f"  {stall}: {reading['text']}{source}")
     return lines + notes + list(COLUMNS_SAID)
+
+
+def _links_alone(communication: dict) -> list[str]:
+    """What the probes' all-reduce reached where the gradients' size is not known (a script's own model):
+    no lower bound or overlap can be told, but the links' rate and call latency are measured."""
+    rows = [(stall, bounds) for stall, bounds in communication.items()
+            if bounds and bounds.get("wire_busbw_gbps") is not None]  # fmt: skip
+    if not rows:
+        return []
+    lines = ["all-reduce from the probes (the gradients' size is not known, so no lower bound or "
+             "overlap):"]  # fmt: skip
+    for stall, bounds in rows:
+        lines.append(
+            f"  {stall:<14}{bounds.get('world_size')} workers: wire bw "
+            f"{format_rate(bounds['wire_busbw_gbps'])} (largest messages), call latency "
+            f"{format_time(bounds.get('latency_s'))}"
+        )
+    return lines
 
 
 # What each column is (the achieved bus bandwidth is not the wire's: it is the probe's bytes over its time).

@@ -242,3 +242,20 @@ def test_a_shapers_burst_never_makes_the_wire_faster_than_its_link():
     assert bounds["lower_bound_s"] >= bounds["link_lower_bound_s"]
     unshaped = communication_bounds("network", {"seconds": 0.4}, probe, None, 20 * MIB, {}, "R1", "R1n")
     assert unshaped["wire_busbw_gbps"] == pytest.approx(0.885, rel=0.01)  # no link known: as measured
+
+
+def test_a_scripts_links_are_said_though_its_gradients_size_is_not_known():
+    """A script's model is its own, so its gradients' size is not known: the profile had printed nothing of
+    the probes R1 measured. What the links reached is said, and no bound or overlap is invented."""
+    probe = synthetic_probe(0.0004, 2.0, 2, sizes=(4096, MIB, 4 * MIB))
+    bounds = communication_bounds("interconnect", {"seconds": 0.01}, probe, None, None, {}, "R0", "R1")
+    assert bounds["note"] == "gradient bytes unknown"
+    assert bounds["wire_busbw_gbps"] == pytest.approx(2.0, rel=0.01)  # the latency holds 4 KiB of transfer
+    assert bounds["latency_s"] == pytest.approx(0.0004 + 4096 * 8 / 2e9, rel=1e-3)
+    assert "lower_bound_s" not in bounds and "overlap_share" not in bounds
+    lines = format_communication({"communication": {"interconnect": bounds}})
+    assert lines[0].startswith("all-reduce from the probes (the gradients' size is not known")
+    assert lines[1].split()[:5] == ["interconnect", "2", "workers:", "wire", "bw"]
+    assert "wire bw 2.01 Gbit/s" in lines[1] and "call latency 416 us" in lines[1]
+    no_probe = communication_bounds("interconnect", {}, None, None, None, {}, "R0", "R1")
+    assert format_communication({"communication": {"interconnect": no_probe}}) == []
