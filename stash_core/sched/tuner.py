@@ -8,20 +8,21 @@ online  set while the simulation runs from what the scheduler can know: delay's 
         busy share (policy.py, by_busy): shorter on a lightly used cluster, up to twice on a full one
 split   a small grid (TUNING_DELAYS_S, TUNING_SCALES) simulated on the jobs of the first `fraction` (by
         arrival) that had finished when the first reported job arrives (simulated under consolidate: a
-        job still running then has no known duration); the value with the lowest average JCT there is
-        kept, and every policy is reported on the other jobs only, which the tuning never saw. The grid
-        holds an infinite timer (wait for consolidation), so the tuned timer is never worse on the tuning
-        jobs than waiting for consolidation
+        job still running then has no known duration); the value with the lowest average JCT there
+        replaces the given timer only where it beats it beyond the noise of those jobs (the 95% interval
+        of their paired JCT differences lies below zero): a grid whose values tie, or differ by less than
+        the jobs vary, says nothing, and the given timer is kept. Every policy is reported on the other
+        jobs only, which the tuning never saw. The grid holds an infinite timer (wait for consolidation)
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
+from stash_core.analysis.stats import mean_ci95
 from stash_core.errors import UsageError
 from stash_core.sched.fabric import Fabric
-from stash_core.sched.metrics import schedule_metrics
 from stash_core.sched.policy import TIMED, Policy
 from stash_core.sched.simulator import refuse_too_big, simulate
 from stash_core.sched.topology import Cluster
@@ -32,6 +33,12 @@ TUNING_SCALES = (0.0, 0.25, 0.5, 1.0, 2.0, 4.0, math.inf)
 TUNING_DELAYS_S = (0.0, 60.0, 300.0, 900.0, 1800.0, 3600.0, math.inf)
 
 
+@dataclass(frozen=True)
+class Tuned:
+    policy: Policy  # the given policy, or the grid's best where it beat the given one beyond the noise
+    said: str  # the choice and its evidence: "delay 300 s (-52 s ± 31 s a job against delay 600 s)"
+
+
 def tune(
     jobs: list[TraceJob],
     cluster: Cluster,
@@ -39,17 +46,44 @@ def tune(
     uplink_factor: float = 2.0,
     fabric: Fabric | None = None,
 ) -> Policy:
-    """`base` with the timer (delay) or scale (network-*) of the grid that gives `jobs` the lowest
-    average JCT (ties: the first in the grid)."""
+    """`base` with the timer (delay) or scale (network-*) tuned on `jobs` (see tuned)."""
+    return tuned(jobs, cluster, base, uplink_factor, fabric).policy
+
+
+def tuned(
+    jobs: list[TraceJob], cluster: Cluster, base: Policy, uplink_factor: float = 2.0,
+    fabric: Fabric | None = None,
+) -> Tuned:  # fmt: skip
+    """The grid's value with the lowest average JCT on `jobs` (ties: the first in the grid), kept only where
+    its JCTs beat `base`'s (the given timer) beyond their noise: the 95% interval of the mean of the jobs'
+    paired differences lies below zero. Otherwise the jobs cannot tell the timers apart and `base` stays."""
     if base.name == "delay":
         grid = [replace(base, delay_s=d, online=False) for d in TUNING_DELAYS_S]
     else:
         grid = [replace(base, scale=k) for k in TUNING_SCALES]
+    given = _jcts_s(jobs, cluster, base, uplink_factor, fabric)
     scored = []
     for i, policy in enumerate(grid):
-        outcomes = simulate(jobs, cluster, policy, uplink_factor, fabric)
-        scored.append((schedule_metrics(outcomes, cluster)["avg_jct_s"], i))
-    return grid[min(scored)[1]]
+        jcts = _jcts_s(jobs, cluster, policy, uplink_factor, fabric)
+        scored.append((sum(jcts) / len(jcts), i, jcts))
+    _, best_index, best = min(scored, key=lambda score: score[:2])
+    gain_s, half_s = mean_ci95([mine - theirs for mine, theirs in zip(best, given, strict=True)])
+    evidence = f"{gain_s:+,.0f} s ± {half_s:,.0f} s a job against {base.label()}"
+    if gain_s + half_s < 0:
+        return Tuned(grid[best_index], f"{grid[best_index].label()} ({evidence})")
+    if gain_s == 0 and half_s == 0:
+        return Tuned(base, f"{base.label()} kept: no value of the grid did better on these jobs")
+    return Tuned(base, f"{base.label()} kept: the best of the grid, {grid[best_index].label()}, is within "
+                       f"the noise ({evidence})")  # fmt: skip
+
+
+def _jcts_s(
+    jobs: list[TraceJob], cluster: Cluster, policy: Policy, uplink_factor: float, fabric: Fabric | None
+) -> list[float]:
+    """Each job's completion time under `policy`, in arrival order (the order of `jobs`' outcomes)."""
+    outcomes = simulate(jobs, cluster, policy, uplink_factor, fabric)
+    by_id = {o.job.job_id: o.finish_s - o.job.submit_s for o in outcomes}
+    return [by_id[job.job_id] for job in sorted(jobs, key=lambda job: (job.submit_s, job.job_id))]
 
 
 def split_jobs(jobs: list[TraceJob], fraction: float) -> tuple[list[TraceJob], list[TraceJob]]:
@@ -103,7 +137,8 @@ def plan_policies(
             f"{_none_finished(len(first))} when job {rest[0].job_id} arrived, so there "
             "is nothing to tune on: use --tuning online or given, or a larger --tune-fraction"
         )
-    policies = [tune(known, cluster, p, uplink_factor, fabric) if p.name in TIMED else p for p in bases]
+    choices = {p.name: tuned(known, cluster, p, uplink_factor, fabric) for p in bases if p.name in TIMED}
+    policies = [choices[p.name].policy if p.name in choices else p for p in bases]
     few = (
         f"; {len(known)} finished job(s) are too few to tune on (timers such as x0 are a guess, not a "
         "finding): use --tuning online or given, or a larger --tune-fraction"
@@ -114,8 +149,9 @@ def plan_policies(
         rest,
         (
             f"timers tuned on the {len(known)} of the first {len(first)} jobs ({fraction:.0%} by arrival) "
-            f"that had finished when the next arrived (lowest average JCT); every policy reported on the "
-            f"other {len(rest)}{few}"
+            f"that had finished when the next arrived (lowest average JCT, where it beats the given timer "
+            f"beyond the noise): {'; '.join(choice.said for choice in choices.values())}; every policy "
+            f"reported on the other {len(rest)}{few}"
         ),
     )
 

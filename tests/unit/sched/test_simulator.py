@@ -10,6 +10,8 @@ asks for 2 GPUs for 100 s (consolidated) and runs 1.5 times slower spread over t
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from stash_core.errors import UsageError
@@ -110,11 +112,17 @@ def test_p95_is_the_interpolated_95th_percentile_of_completion_times():
     assert metrics["avg_jct_s"] == pytest.approx(10.5)
 
 
+def repeated(jobs: list, times: int, gap_s: float = 10_000.0) -> list:
+    """`times` copies of `jobs`, each `gap_s` after the last (every copy meets an empty cluster)."""
+    return [replace(j, job_id=f"{j.job_id}{k}", submit_s=j.submit_s + k * gap_s)
+            for k in range(times) for j in jobs]  # fmt: skip
+
+
 def test_the_tuner_picks_the_timer_with_the_lowest_average_jct():
     # delay 0: Y spreads at 1, JCT 150; 60 s: one switch at 61, JCT 210; 300 s and more: a node at 100, 199
-    assert tune(JOBS, Cluster(1, 2, 4), Policy("delay")) == Policy("delay", delay_s=0.0)
+    assert tune(repeated(JOBS, 6), Cluster(1, 2, 4), Policy("delay")) == Policy("delay", delay_s=0.0)
     slow_y = [*JOBS[:2], job("Y", 2, 1.0, 100.0, slowdown=3.0)]  # spread: 300 s, JCT 300; 60 s: 360
-    assert tune(slow_y, Cluster(1, 2, 4), Policy("delay")) == Policy("delay", delay_s=300.0)
+    assert tune(repeated(slow_y, 6), Cluster(1, 2, 4), Policy("delay")) == Policy("delay", delay_s=300.0)
 
 
 def test_a_job_alone_across_switches_is_slowed_by_the_thinner_switch_uplink():
