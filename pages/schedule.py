@@ -220,7 +220,8 @@ def show(doc: dict, key: str) -> None:
         chart_with_download(chart, delays, "schedule-queue-delay", f"{key}-queue-delay")
     timeline = view.timeline_frame(doc)
     if not timeline.empty:
-        for column, title in (("queued_jobs", "jobs waiting"), ("busy_share", "GPU busy share")):
+        titles = (("queued_jobs", "jobs waiting"), ("busy_share", "GPU busy share (every job running)"))
+        for column, title in titles:
             chart = alt.Chart(timeline).mark_line().encode(
                 x=alt.X("t_h:Q", title="time (h)"), y=alt.Y(f"{column}:Q", title=title),
                 color=alt.Color("policy:N", legend=legend),

@@ -14,7 +14,12 @@ from stash_core.cli.args import Number, add_db_argument, count, db_path, non_neg
 from stash_core.errors import UsageError
 from stash_core.pathargs import input_path, output_path
 from stash_core.sched import defaults
-from stash_core.sched.assumptions import links_line, sensitivity_counts, sensitivity_line
+from stash_core.sched.assumptions import (
+    links_line,
+    offered_load_line,
+    sensitivity_counts,
+    sensitivity_line,
+)
 from stash_core.sched.detect import FORMATS
 from stash_core.sched.policy import DEFINITIONS, POLICIES, PREEMPTIVE
 from stash_core.terminal import printable
@@ -266,6 +271,7 @@ def format_comparison(rows: list[dict[str, Any]], jobs: list, cluster: Any, sour
         f"{cluster.gpus_per_node} GPUs ({cluster.total_gpus} GPUs)",
         *([rest] if rest else []),
         sensitivity_line(sources),
+        offered_load_line(jobs, cluster.total_gpus),
         "",
     ]
     cells = [
@@ -286,10 +292,12 @@ def format_comparison(rows: list[dict[str, Any]], jobs: list, cluster: Any, sour
         )
     lines.append(f"tuning: {tuning}")
     lines.append(
-        "comm h: run time lost to spread placements and congestion; spread: jobs placed looser than "
-        "their tightest placement (a job larger than a node, on as few nodes as it needs, is not counted); "
-        "sjf, las and the network timers use "
-        "estimated durations, never the true ones; a simulation, not a measurement"
+        "over the reported jobs: makespan h from the first arrival to the last finish; avg and p95 JCT h, "
+        "queue h (mean wait for GPUs) per job; comm h: run time lost to spread placements and congestion, "
+        "summed over the jobs; spread: jobs placed looser than their tightest placement (a job larger than "
+        "a node, on as few nodes as it needs, is not counted); GPU busy: their GPU-hours over the cluster's "
+        "in the makespan; sjf, las and the network timers use estimated durations, never the true ones; a "
+        "simulation, not a measurement"
     )
     return "\n".join(lines)
 

@@ -229,6 +229,8 @@ def _number(value: object, what: str) -> float:
     if not _present(value):  # an empty cell or a short row (read as missing, not as the text "nan")
         raise UsageError(f"{what} is empty")
     try:
+        if isinstance(value, str) and "_" in value:  # float() reads "1_000" as 1000; a trace does not
+            raise ValueError(value)
         number = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         raise UsageError(f"{what} must be a number, got {_as_written(value)}") from None

@@ -16,7 +16,12 @@ import pandas as pd
 from stash_core.api.scheduling import simulate_schedule
 from stash_core.errors import UsageError
 from stash_core.sched import defaults as d
-from stash_core.sched.assumptions import links_line, sensitivity_counts, sensitivity_line
+from stash_core.sched.assumptions import (
+    links_line,
+    offered_load_line,
+    sensitivity_counts,
+    sensitivity_line,
+)
 from stash_core.sched.detect import detect_format
 from stash_core.sched.pai import task_table_of
 from stash_core.store.simulations import simulations_frame
@@ -92,14 +97,16 @@ def simulate(
 def _with_sensitivity(schedule: Any) -> dict[str, Any]:
     """The document, with where its jobs' network sensitivity came from (the command says it; the file and
     the database do not keep it)."""
-    return {**schedule.doc, "sensitivity": sensitivity_counts(job.slowdown_source for job in schedule.jobs)}
+    return {**schedule.doc, "sensitivity": sensitivity_counts(job.slowdown_source for job in schedule.jobs),
+            "offered_load": offered_load_line(schedule.jobs, schedule.cluster.total_gpus)}  # fmt: skip
 
 
 def assumption_lines(doc: dict[str, Any]) -> list[str]:
     """What the simulation assumed, as `stash schedule` says it: the link model, and (for one just run) where
     the jobs' network sensitivity came from."""
     lines = [links_line(doc["fabric"])] if isinstance(doc.get("fabric"), dict) else []
-    return lines + ([sensitivity_line(doc["sensitivity"])] if doc.get("sensitivity") else [])
+    lines += [sensitivity_line(doc["sensitivity"])] if doc.get("sensitivity") else []
+    return lines + ([doc["offered_load"]] if doc.get("offered_load") else [])
 
 
 def simulate_within_limit(
@@ -186,7 +193,7 @@ def summary_table(doc: dict[str, Any]) -> pd.DataFrame:
         if column in frame:
             table[label] = frame[column]
     if "gpu_busy_share" in frame:
-        table["GPUs busy (%)"] = (100 * frame["gpu_busy_share"].astype(float)).round(1)
+        table["GPUs busy, these jobs (%)"] = (100 * frame["gpu_busy_share"].astype(float)).round(1)
     return table
 
 

@@ -47,6 +47,9 @@ def test_given_timers_are_used_as_given(tmp_path, capsys):
     assert not (tmp_path / "r.duckdb").exists()  # --no-store: the file only
     assert "3 from the trace's network_slowdown" in out  # every job's sensitivity came from the trace
     assert f"{trace} (tiresias)" in out  # the format told from the columns, and said
+    # 800 GPU-seconds of work arriving within 1 s on 8 GPUs
+    assert "offered load: the jobs ask 10000% of the cluster's GPU-time between the first and last" in out
+    assert "summed over the jobs" in out and "GPU busy: their GPU-hours over the cluster's" in out
 
 
 def one_big_job(tmp_path):
@@ -249,7 +252,7 @@ def test_the_comparison_table_keeps_its_columns_under_a_long_policy_label():
                "comm_overhead_s": 0.0, "spread_jobs": 0, "preemptions": 0, "gpu_busy_share": 0.5}  # fmt: skip
     labels = ["fifo", "network-preempt (waits to consolidate)", "delay 1234567 s (a very long timer label)"]
     cluster = SimpleNamespace(switches=1, nodes_per_switch=2, gpus_per_node=4, total_gpus=8)
-    jobs = [SimpleNamespace(slowdown_source="trace")]
+    jobs = [SimpleNamespace(slowdown_source="trace", gpus=4, duration_s=3600.0, submit_s=0.0)]
     rows = [{"policy": label, **figures} for label in labels]
     text = format_comparison(rows, jobs, cluster, "a trace", "none")
     lines = text.splitlines()
