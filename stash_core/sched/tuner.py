@@ -120,9 +120,9 @@ def plan_policies(
             policies,
             jobs,
             (
-                "timers set online: delay = observed mean queueing delay; network timers = (slowdown - 1) x "
-                "estimated duration (user estimate or finished jobs' history); each x 2 x observed GPU busy "
-                "share (time-weighted over the last hour)"
+                "timers set online: delay = the observed wait for a first start (its exponentially weighted "
+                "mean); network timers = (slowdown - 1) x estimated duration (user estimate or finished "
+                "jobs' history); each x 2 x observed GPU busy share (time-weighted over the last hour)"
             ),
         )
     first, rest = split_jobs(jobs, fraction)
