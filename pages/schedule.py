@@ -186,6 +186,9 @@ def show(doc: dict, key: str) -> None:
         st.caption(plain(sentence(line)) + ".")
     for line in view.winners(doc):
         st.markdown(f"- Lowest {line}")
+    if len(doc.get("policies") or []) > 1:  # one trace's order, not a ranking of the policies
+        st.caption("One simulated trace: policies a few percent apart can swap places on another trace "
+                   "(another Seed draws another synthetic one).")  # fmt: skip
     table = view.summary_table(doc).set_index("policy")
     for column in table.columns:  # as rounded: a static table pads 87.9 to "87.9000"
         digits = 2 if column.endswith("(h)") else 1 if column.endswith("(%)") else None

@@ -52,6 +52,8 @@ def test_a_synthetic_simulation_is_stored_and_compared(tmp_path, monkeypatch):
     captions = " ".join(c.value for c in app.caption)
     said = plain("No link model: crossing more switches than needed multiplies the stall by 2") + "."
     assert said in captions and "Network sensitivity (slowdown when spread) of the jobs" in captions
+    # how much the trace asks of the cluster, and that one trace's order is not a ranking
+    assert plain("Offered load: the jobs ask") in captions and "One simulated trace: policies" in captions
 
 
 def test_bad_input_shows_a_message(tmp_path, monkeypatch):
