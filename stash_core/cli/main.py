@@ -317,6 +317,8 @@ def cmd_ingest(args) -> int:
         skip_bad = skip if args.skip_bad else None
         store.ingest_files(db_path(args), args.files, words=True, skip_bad=skip_bad, on_stored=said)
     except NothingStored as error:  # without --skip-bad: the flag that stores the others
+        for why in error.also:  # every bad file, a line each; the first in the refusal below
+            print(printable(f"stash: cannot be stored: {why}"), file=sys.stderr)
         if len(args.files) > 1:
             raise UsageError(f"{error} (--skip-bad stores them and names those it cannot)") from None
         raise

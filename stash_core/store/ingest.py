@@ -101,13 +101,17 @@ def ingest_files(
         raise UsageError(f"paths: expected a list of result files, got {paths!r}"[:200])
     given = [required_path("paths", item) for item in paths]
     prepared: list[tuple[Path, PreparedRun | tuple[str, pd.DataFrame] | PreparedSimulation]] = []
+    bad: list[str] = []  # without skip_bad: every bad file is named, not only the first
     for path in given:
         try:
             prepared.append((path, _prepared_file(path)))
         except UsageError as error:
             if skip_bad is None:
-                raise nothing_stored(str(error), len(given)) from None
-            skip_bad(path, str(error))
+                bad.append(str(error))
+            else:
+                skip_bad(path, str(error))
+    if bad:
+        raise nothing_stored(bad[0], len(given), bad[1:])
     try:
         refuse_given_twice(prepared)
     except UsageError as error:

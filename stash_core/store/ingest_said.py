@@ -15,16 +15,24 @@ ALREADY_STORED = "already stored"  # the same, stored already: nothing written
 
 class NothingStored(UsageError):
     """A batch refused before anything was written: one file's reason, and that the others were not stored
-    either (skip_bad would store them)."""
+    either (skip_bad would store them). `also`: the reasons of the other files that cannot be stored, each
+    "PATH: why", so that one command names every bad file."""
+
+    also: tuple[str, ...] = ()
 
 
-def nothing_stored(reason: str, given: int) -> NothingStored:
-    """The refusal of a batch of `given` files for one file's `reason`, saying the others were not stored."""
+def nothing_stored(reason: str, given: int, also: list[str] | tuple[str, ...] = ()) -> NothingStored:
+    """The refusal of a batch of `given` files for one file's `reason` (and `also` the other bad files'),
+    saying the others were not stored."""
+    more = f"; {len(also)} more file(s) cannot be stored either" if also else ""
     if given < 2:
-        return NothingStored(reason)
-    others = f"the {given - 1} others were" if given > 2 else "the other was"
-    said = "nothing stored: every file is checked before any is stored"
-    return NothingStored(f"{reason}; {said}, so {others} not stored either")
+        refused = NothingStored(f"{reason}{more}")
+    else:
+        others = f"the {given - 1} others were" if given > 2 else "the other was"
+        said = "nothing stored: every file is checked before any is stored"
+        refused = NothingStored(f"{reason}{more}; {said}, so {others} not stored either")
+    refused.also = tuple(also)
+    return refused
 
 
 NAMED_FILES = 5  # files named in a failure's note; the others are counted

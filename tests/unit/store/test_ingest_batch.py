@@ -14,6 +14,7 @@ from stash_core.errors import UsageError
 from stash_core.exits import run_command
 from stash_core.results.file import write_result_atomic
 from stash_core.store import ingest as ingest_module
+from stash_core.store.ingest_said import NothingStored
 
 
 def _files(tmp_path, result_doc, serials=(1, 2, 3)):
@@ -131,3 +132,21 @@ def test_a_failure_after_a_stop_handled_earlier_is_not_said_as_that_stop(
     said = "the disk holding the database is full; 2 of the 3 files were stored"
     with pytest.raises(StashError, match=said):
         store.ingest_files(db_path, paths)
+
+
+def test_stash_ingest_names_every_bad_file_not_only_the_first(result_doc, tmp_path, capsys) -> None:
+    """A folder with two bad files named only the first: the user met the second one rerun later."""
+    good = _files(tmp_path, result_doc, (1,))
+    broken, truncated = tmp_path / "broken.json", tmp_path / "truncated.json"
+    broken.write_text("{ not json")
+    truncated.write_text('{"run_id": "r')
+    db = tmp_path / "r.duckdb"
+    assert main(["ingest", str(broken), str(good[0]), str(truncated), "--db", str(db)]) == 2
+    lines = capsys.readouterr().err.splitlines()
+    assert len(lines) == 2 and lines[0].startswith(f"stash: cannot be stored: {truncated}: not valid JSON")
+    assert lines[1].startswith(f"stash: {broken}: not valid JSON")
+    assert "; 1 more file(s) cannot be stored either; nothing stored: " in lines[1]
+    assert not db.exists()
+    with pytest.raises(NothingStored) as refused:
+        store.ingest_files(db, [broken, truncated])
+    assert [why.split(":")[0] for why in refused.value.also] == [str(truncated)]
