@@ -17,6 +17,7 @@ from typing import Any
 from stash_core.analysis.stalls import REMAINDER, with_remainder
 from stash_core.errors import NewerThanStash, UsageError
 from stash_core.results.document import ResultDocument, check_ranges
+from stash_core.results.phase_series import check_samples, check_telemetry
 from stash_core.results.probe import PROBE_BACKENDS, check_probe_set
 from stash_core.results.values import (
     check_identifier,
@@ -47,7 +48,6 @@ RUN_STATUSES = ("completed", "failed", "interrupted")
 PHASE_STATUSES = ("completed", "failed", "skipped", "interrupted")
 STALL_STATUSES = ("measured", "clamped_zero", "negative", "not_measured", "not_separable")
 STALL_NAMES = STALLS
-SAMPLE_KEYS = ("iteration_s", "data_s", "forward_s", "backward_s", "optimizer_s", "slowest_rank")
 LAUNCH_NUMBERS = (
     "mean_s",
     "ci95_s",
@@ -302,34 +302,8 @@ def _validate_phase(index: int, phase: Any, seen: set[str]) -> None:
         if phase.get(key) is not None and not isinstance(phase[key], dict):
             raise UsageError(f"result file: phase {name} {key} must be an object or null")
     _validate_launches(name, phase.get("launches"))
-    lengths = {}
-    for key, values in (phase.get("samples") or {}).items():
-        if not isinstance(values, list):
-            raise UsageError(f"result file: phase {name} samples.{key} must be a list")
-        if key in SAMPLE_KEYS and values:
-            lengths[key] = len(values)
-            check_numbers(f"phase {name} samples.{key}", values)
-            if key != "slowest_rank" and any(isinstance(v, int | float) and v < 0 for v in values):
-                raise UsageError(f"result file: phase {name} samples.{key} holds a negative time")
-    if len(set(lengths.values())) > 1:
-        counts = ", ".join(f"{key}={count}" for key, count in lengths.items())
-        raise UsageError(f"result file: phase {name} sample lists differ in length ({counts})")
-    telemetry = phase.get("telemetry") or {}
-    times = telemetry.get("t_s") or []
-    if not isinstance(times, list):
-        raise UsageError(f"result file: phase {name} telemetry.t_s must be a list")
-    metrics = telemetry.get("metrics") or {}
-    if not isinstance(metrics, dict):
-        raise UsageError(f"result file: phase {name} telemetry.metrics must be an object")
-    check_numbers(f"phase {name} telemetry.t_s", times)
-    for metric, values in metrics.items():
-        if not isinstance(values, list) or len(values) != len(times):
-            raise UsageError(
-                f"result file: phase {name} telemetry metric {metric} does not have one value per t_s "
-                f"({len(times)} times)"
-            )
-        check_identifier(f"phase {name} telemetry metric name", metric)
-        check_numbers(f"phase {name} telemetry metric {metric}", values)
+    check_samples(name, phase.get("samples") or {}, (phase.get("iteration_s") or {}).get("mean"))
+    check_telemetry(name, phase.get("telemetry") or {})
 
 
 def _validate_breakdown(breakdown: Any) -> None:

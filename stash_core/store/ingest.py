@@ -106,10 +106,7 @@ def ingest_files(
         try:
             prepared.append((path, _prepared_file(path)))
         except UsageError as error:
-            if skip_bad is None:
-                bad.append(str(error))
-            else:
-                skip_bad(path, str(error))
+            bad.append(str(error)) if skip_bad is None else skip_bad(path, str(error))
     if bad:
         raise nothing_stored(bad[0], len(given), bad[1:])
     try:

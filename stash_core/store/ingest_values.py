@@ -13,7 +13,7 @@ import pandas as pd
 import pyarrow as pa
 
 from stash_core.errors import UsageError
-from stash_core.results.file import SAMPLE_KEYS
+from stash_core.results.phase_series import SAMPLE_KEYS
 from stash_core.terminal import without_surrogates
 from stash_core.units import json_safe
 
@@ -147,7 +147,8 @@ def _rank_array(ranks: list[Any] | None, count: int, phase: str) -> pa.Array:
         )
     known = None if values is None else values[~np.isnan(values)]
     if known is None or np.any(known != np.floor(known)) or np.any(known < 0) or np.any(known > 2**31 - 1):
-        raise UsageError(f"result file: phase {phase} samples.slowest_rank holds non-integers")
+        raise UsageError(f"result file: phase {phase} samples.slowest_rank must hold ranks: whole numbers "
+                         f"from 0 to {2**31 - 1:,}")  # fmt: skip
     return _nullable(values).cast(pa.int32())
 
 

@@ -139,6 +139,9 @@ REFUSED = [
     ("run-id-trailing-tab", lambda doc: doc.update(run_id=f"{doc['run_id']}\t"), "run_id"),
     ("breakdown-stall-unknown", _set("breakdown.stalls.gpu_magic", {"seconds": 0.1, "status": "measured"}),
      "breakdown stall 'gpu_magic' is none of compute, interconnect, network, cpu, disk"),
+    # a sample no run measured: the stored iterations averaged 3.3e306 s beside the phase's 0.32 s
+    ("phase-sample-1e308", _set("phases.0.samples.iteration_s.0", 1e308),
+     "samples.iteration_s average 3.33333e+306 s, but the phase's mean is 0.32"),
     ("spec-workers-zero", _set("spec.workers_per_node", 0), "spec.workers_per_node"),
     ("spec-shape-negative", _set("spec.input_shape", [-3, 32, 32]), "spec.input_shape"),
     ("spec-image-px-zero", _set("spec.image_px", 0), "spec.image_px"),
@@ -182,7 +185,7 @@ REFUSED = [
 
 # (id, change): odd but possible, stored, and `stash show` prints it without an escape sequence.
 STORED = [
-    ("phase-sample-1e308", _set("phases.0.samples.iteration_s.0", 1e308)),
+    ("phase-sample-one-slow", _set("phases.0.samples.iteration_s.0", 0.5)),  # slow, but its mean holds
     ("phase-ci-null-one-sample", _set("phases.0.iteration_s.ci95", None)),  # a one-sample phase's inf CI
     # a stall of one round with no spread of its own: `stash show` was a traceback (formatting None)
     ("stall-interval-null", _set("breakdown.stalls.compute.ci95_s", None)),

@@ -149,12 +149,32 @@ def test_bad_documents_are_refused_before_writing(db_path, result_doc, row_count
         (newer, "upgrade Stash"),
         (wrong_type, "spec.batch_size must be an integer"),
         (bad_samples, "samples.forward_s holds non-numeric values"),
-        (bad_rank, "samples.slowest_rank holds non-integers"),
+        (bad_rank, "samples.slowest_rank must hold ranks: whole numbers from 0 to 2,147,483,647"),
         ({"kind": "other"}, "not a Stash result"),
+        *edited_series(result_doc),
     ]:
         with pytest.raises(UsageError, match=message):
             store.ingest_result(db_path, doc)
     assert row_counts(db_path) == before
+
+
+def edited_series(result_doc) -> list[tuple[dict, str]]:
+    """Series a file edited by hand could carry, stored as measured: an iteration of 1e300 s (the stored
+    samples then averaged 1.7e298 s beside the phase's 0.18 s), a rank past int32, a CPU busy 1e308%."""
+    huge = result_doc(run_id="huge")
+    huge["phases"][0]["samples"]["iteration_s"][0] = 1e300
+    rank = result_doc(run_id="rank-far")
+    rank["phases"][1]["samples"]["slowest_rank"][0] = 2**40
+    busy = result_doc(run_id="busy")
+    busy["phases"][0]["telemetry"] = {"t_s": [0.0, 1.0], "metrics": {"cpu_util_pct": [50.0, 1e308]}}
+    rate = result_doc(run_id="rate")
+    rate["phases"][0]["telemetry"] = {"t_s": [0.0, 1.0], "metrics": {"disk_read_mbps": [-1.0, 2.0]}}
+    return [
+        (huge, r"phase R0 samples.iteration_s average .* s, but the phase's mean is .* s: they are the"),
+        (rank, "samples.slowest_rank must hold ranks"),
+        (busy, "telemetry metric cpu_util_pct holds 1e[+]308; a measured value lies between 0 and 100"),
+        (rate, "telemetry metric disk_read_mbps holds -1.0; a measured value lies between 0 and 1e[+]18"),
+    ]
 
 
 def test_ingest_files_reports_each_file_and_is_idempotent(tmp_path, db_path, result_doc) -> None:

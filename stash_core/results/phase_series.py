@@ -1,0 +1,74 @@
+"""A phase's series, checked before a result file is stored: its per-iteration samples (numbers, no negative
+time, one length, their mean the phase's) and its telemetry (one value per time, none negative, a share at
+most 100%). A file edited by hand would otherwise be stored with series no run measured."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from stash_core.errors import UsageError
+from stash_core.results.values import check_identifier, check_numbers
+
+SAMPLE_KEYS = ("iteration_s", "data_s", "forward_s", "backward_s", "optimizer_s", "slowest_rank")
+# The samples' mean over the phase's: the iterations of several launches pooled differ from it by a few
+# percent (at most 5% in the runs read); twice or half is an edit, not pooling.
+MEAN_RATIO_LIMIT = 2.0
+# Above any machine's memory in bytes, any rate in MB/s or power in watts: such a value was not measured.
+TELEMETRY_CEILING = 1e18
+
+
+def check_samples(name: str, samples: dict[str, Any], phase_mean: Any) -> None:
+    """UsageError unless the samples are flat lists of numbers of one length, with no negative time, whose
+    iteration times average the phase's mean (within MEAN_RATIO_LIMIT)."""
+    lengths = {}
+    for key, values in samples.items():
+        if not isinstance(values, list):
+            raise UsageError(f"result file: phase {name} samples.{key} must be a list")
+        if key in SAMPLE_KEYS and values:
+            lengths[key] = len(values)
+            check_numbers(f"phase {name} samples.{key}", values)
+            if key != "slowest_rank" and any(isinstance(v, int | float) and v < 0 for v in values):
+                raise UsageError(f"result file: phase {name} samples.{key} holds a negative time")
+    if len(set(lengths.values())) > 1:
+        counts = ", ".join(f"{key}={count}" for key, count in lengths.items())
+        raise UsageError(f"result file: phase {name} sample lists differ in length ({counts})")
+    times = [v for v in samples.get("iteration_s") or [] if _finite(v)]
+    if times and _finite(phase_mean) and phase_mean > 0:
+        mean_s = math.fsum(times) / len(times)
+        if not 1 / MEAN_RATIO_LIMIT <= mean_s / phase_mean <= MEAN_RATIO_LIMIT:
+            raise UsageError(
+                f"result file: phase {name} samples.iteration_s average {mean_s:.6g} s, but the phase's "
+                f"mean is {phase_mean!r} s: they are the iterations it is made of"
+            )
+
+
+def check_telemetry(name: str, telemetry: dict[str, Any]) -> None:
+    """UsageError unless the telemetry has one number per time for each metric, none negative or past
+    TELEMETRY_CEILING, and a share (a metric named *_pct) at most 100."""
+    times = telemetry.get("t_s") or []
+    if not isinstance(times, list):
+        raise UsageError(f"result file: phase {name} telemetry.t_s must be a list")
+    metrics = telemetry.get("metrics") or {}
+    if not isinstance(metrics, dict):
+        raise UsageError(f"result file: phase {name} telemetry.metrics must be an object")
+    check_numbers(f"phase {name} telemetry.t_s", times)
+    for metric, values in metrics.items():
+        if not isinstance(values, list) or len(values) != len(times):
+            raise UsageError(
+                f"result file: phase {name} telemetry metric {metric} does not have one value per t_s "
+                f"({len(times)} times)"
+            )
+        check_identifier(f"phase {name} telemetry metric name", metric)
+        check_numbers(f"phase {name} telemetry metric {metric}", values)
+        most = 100.0 if metric.endswith("_pct") else TELEMETRY_CEILING
+        wrong = next((v for v in values if _finite(v) and not 0 <= v <= most), None)
+        if wrong is not None:
+            raise UsageError(
+                f"result file: phase {name} telemetry metric {metric} holds {wrong!r}; a measured value lies "
+                f"between 0 and {most:g}"
+            )
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
