@@ -18,7 +18,7 @@ from stash_core.results.file import results_dir_of
 from stash_core.store.connection import connect, is_stand_in
 from stash_core.store.console_files import mark_owner, remove_stale_folders
 from stash_core.store.dbfile import check_duckdb_path
-from stash_core.store.export_targets import refuse_replacing_others
+from stash_core.store.export_targets import refuse_replacing_others, refuse_result_folder
 from stash_core.store.schema_template import copy_schema
 from stash_core.store.sql_names import quoted_name
 from stash_core.terminal import FORMULA_LEADS, escaped_characters
@@ -117,6 +117,7 @@ def export(db_path: Path | str, fmt: str, out_dir: Path | str) -> list[Path]:
             f"cannot export into {out_dir}: profiles on this database write their result files there, "
             "and the tables would be read as result files: choose another folder"
         )
+    refuse_result_folder(out_dir, list(EXPORTED))
     check_duckdb_path(Path(out_dir), "export folder")  # DuckDB writes the files (COPY)
     existing = nearest_existing(out_dir)  # the folders made below it are removed when nothing is exported
     if out_dir.exists() and not out_dir.is_dir():

@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from pathlib import Path
 
 import duckdb
@@ -19,6 +20,33 @@ import duckdb
 from stash_core.errors import UsageError
 
 FIRST_LINE_BYTES = 1 << 20  # a JSON line of a run (its spec, its fingerprint) is a few kB
+# A result, probe or simulation file names its kind within its first few hundred bytes.
+_RESULT_KIND = re.compile(rb'"kind"\s*:\s*"stash-(profile|probe|simulation)"')
+KIND_BYTES = 4096
+RESULT_FILES_LOOKED_AT = 1000  # a folder of more .json files is judged by these
+
+
+def refuse_result_folder(out_dir: Path, names: list[str]) -> None:
+    """UsageError when `out_dir` holds Stash result files (other than a JSON export's own names): the tables
+    among them are read as bad result files by `stash ingest DIR/*`, which then stores none of them."""
+    if not out_dir.is_dir():
+        return
+    own = {f"{name}.json" for name in names}
+    for count, path in enumerate(out_dir.glob("*.json")):
+        if count >= RESULT_FILES_LOOKED_AT:
+            return
+        if path.name in own or not path.is_file():
+            continue
+        try:
+            with path.open("rb") as handle:
+                head = handle.read(KIND_BYTES)
+        except OSError:
+            continue
+        if _RESULT_KIND.search(head):
+            raise UsageError(
+                f"cannot export into {out_dir}: it holds result files ({path.name}), and `stash ingest` of "
+                "its files would read the tables as result files: choose another folder"
+            )
 
 
 def refuse_replacing_others(

@@ -275,3 +275,17 @@ def test_an_export_into_the_folder_of_the_result_files_is_refused(populated, tmp
         with pytest.raises(UsageError, match="profiles on this database write their result files there"):
             store.export(populated, fmt, results / "exported")  # a folder among them: refused by ingest
     assert not results.exists()
+
+
+@pytest.mark.parametrize("fmt", ["json", "csv", "parquet"])
+def test_an_export_into_any_folder_of_result_files_is_refused(populated, tmp_path, fmt) -> None:
+    """Only the database's own results/ folder was guarded: an export into a folder of result files copied
+    elsewhere was taken, and `stash ingest in/*.json` then refused the whole folder for the tables."""
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "r1.json").write_text('{"schema_version":1,"kind":"stash-profile","run_id":"x"}')
+    with pytest.raises(UsageError, match=r"cannot export into .*: it holds result files \(r1.json\)"):
+        store.export(populated, fmt, folder)
+    assert sorted(path.name for path in folder.iterdir()) == ["r1.json"]
+    (folder / "r1.json").write_text('{"settings": "a JSON file that is no result"}')
+    assert store.export(populated, fmt, folder)  # other JSON is no result file: taken
