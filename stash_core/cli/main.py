@@ -17,6 +17,7 @@ from pathlib import Path
 
 from stash_core import __version__, containment
 from stash_core.cli.args import add_db_argument, add_format_argument, db_path
+from stash_core.cli.ingest_command import cmd_ingest
 from stash_core.errors import StashError, UsageError, first_line
 from stash_core.exits import refuse_undecodable, refuse_vanished_folder, run_command
 from stash_core.pathargs import check_outputs, input_path, output_path
@@ -156,6 +157,10 @@ class Parser(argparse.ArgumentParser):
         return "this command prints no JSON: `stash export --format json` or stash_core in Python give it"
 
 
+# results.file.RUN_STATUSES, said again: importing it costs every command some 50 ms of start-up
+STATUSES = ("completed", "failed", "interrupted")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = Parser(prog="stash", description="Where does the time of a distributed training iteration go?")
     parser.add_argument("--version", action="version", version=f"stash {__version__}")
@@ -179,6 +184,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     runs = commands.add_parser("runs", help="list stored runs")
     runs.add_argument("--limit", type=count(10**6), default=50, help="most runs to list, newest first")
+    runs.add_argument("--model", help="only the runs of this model (a script's is script:FILE)")
+    runs.add_argument("--instance", help="only the runs of this instance label")
+    runs.add_argument("--status", choices=STATUSES, help="only the runs that ended so")
     add_format_argument(runs, "runs, stored")
     add_db_argument(runs)
 
@@ -298,49 +306,20 @@ def cmd_profile(args) -> int:
     return profile_from_args(args, db_path(args))
 
 
-def cmd_ingest(args) -> int:
-    from stash_core import store
-    from stash_core.store.ingest_said import COMPLETED, NothingStored
-
-    new = not db_path(args).exists()
-    refused: list[str] = []
-
-    def skip(path: Path, why: str) -> None:
-        refused.append(why)
-        print(printable(f"stash: not stored: {why}"), file=sys.stderr)
-
-    def said(path: Path, run_id: str, words: str) -> None:  # as each file goes in: an interrupt keeps them
-        what = "completed (what it lacked added)" if words == COMPLETED else words
-        print(printable(f"{what}  {run_id}  ({path})"), flush=True)
-
-    try:
-        skip_bad = skip if args.skip_bad else None
-        store.ingest_files(db_path(args), args.files, words=True, skip_bad=skip_bad, on_stored=said)
-    except NothingStored as error:  # without --skip-bad: the flag that stores the others
-        for why in error.also:  # every bad file, a line each; the first in the refusal below
-            print(printable(f"stash: cannot be stored: {why}"), file=sys.stderr)
-        if len(args.files) > 1:
-            raise UsageError(f"{error} (--skip-bad stores them and names those it cannot)") from None
-        raise
-    if new and db_path(args).exists():  # a mistyped --db would otherwise go unnoticed
-        print(printable(f"note: {db_path(args)} did not exist: it is a new database"))
-    if refused:
-        said = f"stash: {len(refused)} of the {len(args.files)} files not stored (named above)"
-        print(said, file=sys.stderr)
-        return 1
-    return 0
-
-
 def cmd_runs(args) -> int:
     from stash_core.cli.show import runs_json, runs_table
+    from stash_core.store.runs import RUN_FILTERS
 
     if not db_path(args).exists():  # a script must tell a mistyped --db from an empty database (exit 2)
         raise UsageError(f"no database {db_path(args)} (check --db or $STASH_DB; a first profile creates it)")
+    matching = {key: getattr(args, key) for key in RUN_FILTERS if getattr(args, key) is not None}
     if args.format == "json":
-        print(runs_json(db_path(args), limit=args.limit))
+        print(runs_json(db_path(args), limit=args.limit, matching=matching))
         return 0
-    table = runs_table(db_path(args), limit=args.limit)
-    print(printable(table) if table is not None else f"no runs in {printable(str(db_path(args)))}")
+    table = runs_table(db_path(args), limit=args.limit, matching=matching)
+    said = " and ".join(f"{key} {value!r}" for key, value in matching.items())  # what left none
+    said = f" with {said}" if said else ""
+    print(printable(table) if table is not None else printable(f"no runs in {db_path(args)}{said}"))
     return 0
 
 

@@ -18,7 +18,7 @@ from stash_core.errors import UsageError, no_run_error
 from stash_core.store.catalog_seed import BUILTIN_CATALOG_CSV, builtin_catalog_rows
 from stash_core.store.impossible_runs import breakdown_marks
 from stash_core.store.partial_time import partial_note, partial_notes
-from stash_core.store.runs import other_probe_sets, probe_set_record, run_record, run_rows
+from stash_core.store.runs import matching_count, other_probe_sets, probe_set_record, run_record, run_rows
 from stash_core.store.stored_breakdown import breakdown_from_stored
 from stash_core.store.summary import catalog_names, database_summary
 from stash_core.terminal import one_line
@@ -73,14 +73,14 @@ def _stored(db_path: Path | str, given_id: str) -> tuple[dict | None, dict | Non
     return run, None
 
 
-def runs_json(db_path: Path | str, limit: int | None = None) -> str:
+def runs_json(db_path: Path | str, limit: int | None = None, matching: dict[str, str] | None = None) -> str:
     """What `stash runs --format json` prints: {"runs": one object per run, newest first, the stall_breakdown
     view's columns (docs/schema.md) and "figures" ("impossible", "not comparable" or null: see runs_table),
-    "stored": how many runs the database holds}."""
-    rows = run_rows(db_path, limit)
+    "stored": how many runs the database holds (with `matching`, how many of them match)}."""
+    rows = run_rows(db_path, limit, matching)
     marks = breakdown_marks(db_path, [row["run_id"] for row in rows])
     rows = [{**row, "figures": marks.get(row["run_id"])} for row in rows]
-    total = _run_count(db_path) if limit is not None and len(rows) >= limit else len(rows)
+    total = _run_count(db_path, matching) if limit is not None and len(rows) >= limit else len(rows)
     return _json_text({"runs": rows, "stored": total})
 
 
@@ -91,10 +91,13 @@ def _json_text(value: object) -> str:
     return json.dumps(json_safe(value), default=lambda moment: moment.isoformat())
 
 
-def runs_table(db_path: Path | str, limit: int | None = None) -> str | None:
-    """What `stash runs` prints: one line per stored run, newest first, columns right-aligned, and a last line
-    that says how many runs `limit` left out; None when the database holds no run."""
-    rows = run_rows(db_path, limit)
+def runs_table(
+    db_path: Path | str, limit: int | None = None, matching: dict[str, str] | None = None
+) -> str | None:
+    """What `stash runs` prints: one line per stored run (with `matching`, per run holding those values),
+    newest first, columns right-aligned, and a last line that says how many runs `limit` left out; None when
+    there is no such run."""
+    rows = run_rows(db_path, limit, matching)
     if not rows:
         return None
     columns = [column for column in RUNS_COLUMNS if column in rows[0]]
@@ -116,7 +119,7 @@ def runs_table(db_path: Path | str, limit: int | None = None) -> str | None:
     if marks := breakdown_marks(db_path, [row["run_id"] for row in rows]):  # as the dashboard marks them
         text += f"\n{FIGURES_NOTE}"
         text += "".join(f"\n  {one_line(run_id)}  {mark}" for run_id, mark in marks.items())
-    total = _run_count(db_path) if limit is not None and len(rows) >= limit else len(rows)  # cut, maybe
+    total = _run_count(db_path, matching) if limit is not None and len(rows) >= limit else len(rows)  # cut?
     if total > len(rows):
         text += f"\n... {total - len(rows)} more run(s) not shown (--limit {total} lists all {total})"
     return text
@@ -128,9 +131,9 @@ FIGURES_NOTE = (
 )
 
 
-def _run_count(db_path: Path | str) -> int:
-    """How many runs the database holds (counts of its tables: no run's rows are read)."""
-    return int(database_summary(db_path)["runs"])
+def _run_count(db_path: Path | str, matching: dict[str, str] | None = None) -> int:
+    """How many runs the database holds (counts of its tables: no run's rows are read), or of them match."""
+    return matching_count(db_path, matching) if matching else int(database_summary(db_path)["runs"])
 
 
 def _mark(row: dict, column: str, partial: dict[str, str]) -> str | None:

@@ -59,13 +59,37 @@ def list_runs(db_path: Path | str, limit: int | None = None) -> pd.DataFrame:
         return relation_frame(con.sql(sql))
 
 
-def run_rows(db_path: Path | str, limit: int | None = None) -> list[dict[str, Any]]:
-    """list_runs as plain rows (dicts of Python values, None for missing), newest first."""
-    sql = "SELECT * FROM stall_breakdown ORDER BY started_at DESC NULLS LAST, run_id DESC"
+RUN_FILTERS = ("model", "instance", "status")  # the columns `stash runs` lists runs by
+
+
+def run_rows(
+    db_path: Path | str, limit: int | None = None, matching: dict[str, str] | None = None
+) -> list[dict[str, Any]]:
+    """list_runs as plain rows (dicts of Python values, None for missing), newest first; with `matching`,
+    only the runs whose RUN_FILTERS columns hold those values."""
+    where, params = _where(matching)
+    sql = f"SELECT * FROM stall_breakdown{where} ORDER BY started_at DESC NULLS LAST, run_id DESC"
     if limit is not None:
         sql += f" LIMIT {row_limit(limit, 'limit')}"
     with connect(db_path, read_only=True) as con:
-        return relation_rows(con.sql(sql))
+        return relation_rows(con.sql(sql, params=params))
+
+
+def matching_count(db_path: Path | str, matching: dict[str, str]) -> int:
+    """How many stored runs hold the `matching` values."""
+    where, params = _where(matching)
+    with connect(db_path, read_only=True) as con:
+        return int(con.execute(f"SELECT count(*) FROM runs{where}", params).fetchall()[0][0])
+
+
+def _where(matching: dict[str, str] | None) -> tuple[str, list[str]]:
+    """The WHERE clause of `matching` (column -> value; the columns RUN_FILTERS), and its parameters."""
+    pairs = sorted((matching or {}).items())
+    if unknown := [column for column, _ in pairs if column not in RUN_FILTERS]:
+        raise UsageError(f"runs are listed by {', '.join(RUN_FILTERS)}, not by {unknown[0]!r}")
+    if not pairs:
+        return "", []
+    return " WHERE " + " AND ".join(f"{column} = ?" for column, _ in pairs), [value for _, value in pairs]
 
 
 def run_record(db_path: Path | str, run_id: str) -> dict[str, Any] | None:
