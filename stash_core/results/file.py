@@ -302,7 +302,8 @@ def _validate_phase(index: int, phase: Any, seen: set[str]) -> None:
         if phase.get(key) is not None and not isinstance(phase[key], dict):
             raise UsageError(f"result file: phase {name} {key} must be an object or null")
     _validate_launches(name, phase.get("launches"))
-    check_samples(name, phase.get("samples") or {}, (phase.get("iteration_s") or {}).get("mean"))
+    mean_s = (phase.get("iteration_s") or {}).get("mean")
+    check_samples(name, phase.get("samples") or {}, mean_s, phase.get("launches"))
     check_telemetry(name, phase.get("telemetry") or {})
 
 

@@ -11,16 +11,18 @@ from stash_core.errors import UsageError
 from stash_core.results.values import check_identifier, check_numbers
 
 SAMPLE_KEYS = ("iteration_s", "data_s", "forward_s", "backward_s", "optimizer_s", "slowest_rank")
-# The samples' mean over the phase's: the iterations of several launches pooled differ from it by a few
-# percent (at most 5% in the runs read); twice or half is an edit, not pooling.
+# The samples' mean over what they are made of, the launches' means weighted by their iterations (the
+# phase's mean weighs each launch the same, and a slow launch stopped early has few iterations): twice or
+# half is an edit, not rounding or pooling.
 MEAN_RATIO_LIMIT = 2.0
 # Above any machine's memory in bytes, any rate in MB/s or power in watts: such a value was not measured.
 TELEMETRY_CEILING = 1e18
 
 
-def check_samples(name: str, samples: dict[str, Any], phase_mean: Any) -> None:
+def check_samples(name: str, samples: dict[str, Any], phase_mean: Any, launches: Any = None) -> None:
     """UsageError unless the samples are flat lists of numbers of one length, with no negative time, whose
-    iteration times average the phase's mean (within MEAN_RATIO_LIMIT)."""
+    iteration times average what they are made of (within MEAN_RATIO_LIMIT): the launches' means weighted by
+    their iterations, or without launches the phase's mean."""
     lengths = {}
     for key, values in samples.items():
         if not isinstance(values, list):
@@ -34,13 +36,26 @@ def check_samples(name: str, samples: dict[str, Any], phase_mean: Any) -> None:
         counts = ", ".join(f"{key}={count}" for key, count in lengths.items())
         raise UsageError(f"result file: phase {name} sample lists differ in length ({counts})")
     times = [v for v in samples.get("iteration_s") or [] if _finite(v)]
-    if times and _finite(phase_mean) and phase_mean > 0:
+    expected_s, made_of = _launches_mean_s(launches), "its launches' means weighted by their iterations"
+    if expected_s is None:
+        expected_s, made_of = phase_mean, "the phase's mean"
+    if times and _finite(expected_s) and expected_s > 0:
         mean_s = math.fsum(times) / len(times)
-        if not 1 / MEAN_RATIO_LIMIT <= mean_s / phase_mean <= MEAN_RATIO_LIMIT:
+        if not 1 / MEAN_RATIO_LIMIT <= mean_s / expected_s <= MEAN_RATIO_LIMIT:
             raise UsageError(
-                f"result file: phase {name} samples.iteration_s average {mean_s:.6g} s, but the phase's "
-                f"mean is {phase_mean!r} s: they are the iterations it is made of"
+                f"result file: phase {name} samples.iteration_s average {mean_s:.6g} s, far from "
+                f"{made_of}, {expected_s:.6g} s, though they are the same iterations"
             )
+
+
+def _launches_mean_s(launches: Any) -> float | None:
+    """The launches' means weighted by their iterations; None without launches that give both."""
+    pairs = [(launch.get("mean_s"), launch.get("iterations")) for launch in launches or []
+             if isinstance(launch, dict)]  # fmt: skip
+    pairs = [(mean_s, count) for mean_s, count in pairs if _finite(mean_s) and _finite(count) and count > 0]
+    if not pairs:
+        return None
+    return math.fsum(mean_s * count for mean_s, count in pairs) / math.fsum(count for _, count in pairs)
 
 
 def check_telemetry(name: str, telemetry: dict[str, Any]) -> None:

@@ -141,7 +141,7 @@ REFUSED = [
      "breakdown stall 'gpu_magic' is none of compute, interconnect, network, cpu, disk"),
     # a sample no run measured: the stored iterations averaged 3.3e306 s beside the phase's 0.32 s
     ("phase-sample-1e308", _set("phases.0.samples.iteration_s.0", 1e308),
-     "samples.iteration_s average 3.33333e+306 s, but the phase's mean is 0.32"),
+     "samples.iteration_s average 3.33333e+306 s, far from the phase's mean, 0.32342 s"),
     ("spec-workers-zero", _set("spec.workers_per_node", 0), "spec.workers_per_node"),
     ("spec-shape-negative", _set("spec.input_shape", [-3, 32, 32]), "spec.input_shape"),
     ("spec-image-px-zero", _set("spec.image_px", 0), "spec.image_px"),
