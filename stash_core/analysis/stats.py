@@ -35,7 +35,7 @@ def t_quantile_975(dof: float) -> float:
     2.8 effective samples read t = 12.7 where 4.8 is right), Cornish-Fisher expansion beyond 30."""
     dof = max(dof, 1.0)
     if dof < 30:
-        return T_975[int(dof) - 1] if dof == int(dof) else _t_quantile(0.05, dof)
+        return T_975[int(dof) - 1] if dof == int(dof) else t_quantile(0.05, dof)
     z = NormalDist().inv_cdf(0.975)
     g1 = (z**3 + z) / 4
     g2 = (5 * z**5 + 16 * z**3 + 3 * z) / 96
@@ -44,7 +44,7 @@ def t_quantile_975(dof: float) -> float:
 
 
 @functools.lru_cache(maxsize=4096)
-def _t_quantile(two_sided_p: float, dof: float) -> float:
+def t_quantile(two_sided_p: float, dof: float) -> float:
     """x with P(|T| > x) = two_sided_p for Student's t of `dof` degrees of freedom, by bisection."""
     low, high = 0.0, 1.0
     while _t_two_sided_p(high, dof) > two_sided_p:

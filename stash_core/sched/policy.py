@@ -17,8 +17,8 @@
   spread           arrival order, start anywhere as soon as enough GPUs are free
   delay            delay scheduling: wait `delay_s` for the tightest placement, then take the tightest free
                    one (the timer is the break-even point: waiting longer costs more than spreading); with
-                   `online`, the timer is the mean queueing delay observed so far (exponentially
-                   weighted), not a constant; an infinite timer waits for consolidation
+                   `online`, the timer is the wait for a first start observed so far (an exponentially
+                   weighted mean), not a constant; an infinite timer waits for consolidation
   by_busy          (delay, network-delay, network-preempt) the timer is multiplied by 2 x the observed GPU
                    busy share (time-weighted, exponentially, over BUSY_TAU_S): a half-used cluster keeps the
                    timer, an idle one starts jobs anywhere at once (GPUs would idle, links are free), a full
@@ -70,7 +70,7 @@ class Policy:
     name: str
     delay_s: float = 0.0  # delay: the timer (unless online)
     scale: float = 1.0  # network-delay, network-preempt: timer = scale x (slowdown - 1) x estimate
-    online: bool = False  # delay: timer = observed mean queueing delay
+    online: bool = False  # delay: timer = observed wait for a first start (exponentially weighted mean)
     by_busy: bool = False  # timed policies: timer x 2 x observed GPU busy share
     checkpoint_s: float = 30.0  # preemption: save + restore, paid on restart
     min_run_s: float = 600.0  # preemption guard: running time since the last start

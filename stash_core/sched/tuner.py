@@ -1,18 +1,19 @@
 """How the delay timers are set, and said: given, online, or tuned on the first part of the trace.
 
 given   the timers as given (delay_s, scale)
-online  set while the simulation runs from what the scheduler can know: delay's timer is the mean
-        queueing delay observed so far; network-delay's and network-preempt's are (slowdown - 1) x the
-        ESTIMATED duration (estimate.py: the user's estimate or the history of finished jobs), scale 1:
-        a job waits as long as spreading would cost it; every one of them then x 2 x the observed GPU
-        busy share (policy.py, by_busy): shorter on a lightly used cluster, up to twice on a full one
+online  set while the simulation runs from what the scheduler can know: delay's timer is the wait for
+        a first start observed so far (its exponentially weighted mean); network-delay's and
+        network-preempt's are (slowdown - 1) x the ESTIMATED duration (estimate.py: the user's estimate
+        or the history of finished jobs), scale 1: a job waits as long as spreading would cost it; every
+        one of them then x 2 x the observed GPU busy share (policy.py, by_busy): shorter on a lightly used
+        cluster, up to twice on a full one
 split   a small grid (TUNING_DELAYS_S, TUNING_SCALES) simulated on the jobs of the first `fraction` (by
         arrival) that had finished when the first reported job arrives (simulated under consolidate: a
         job still running then has no known duration); the value with the lowest average JCT there
-        replaces the given timer only where it beats it beyond the noise of those jobs (the 95% interval
-        of their paired JCT differences lies below zero): a grid whose values tie, or differ by less than
-        the jobs vary, says nothing, and the given timer is kept. Every policy is reported on the other
-        jobs only, which the tuning never saw. The grid holds an infinite timer (wait for consolidation)
+        replaces the given timer only where it beats it beyond the noise of those jobs (gain_interval_s):
+        a grid whose values tie, or differ by less than the jobs vary, says nothing, and the given timer
+        is kept. Every policy is reported on the other jobs only, which the tuning never saw. The grid
+        holds an infinite timer (wait for consolidation)
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, replace
 
-from stash_core.analysis.stats import mean_ci95
+from stash_core.analysis.stats import t_quantile
 from stash_core.errors import UsageError
 from stash_core.sched.fabric import Fabric
 from stash_core.sched.policy import TIMED, Policy
@@ -67,14 +68,35 @@ def tuned(
         jcts = _jcts_s(jobs, cluster, policy, uplink_factor, fabric)
         scored.append((sum(jcts) / len(jcts), i, jcts))
     _, best_index, best = min(scored, key=lambda score: score[:2])
-    gain_s, half_s = mean_ci95([mine - theirs for mine, theirs in zip(best, given, strict=True)])
+    differences_s = [mine - theirs for mine, theirs in zip(best, given, strict=True)]
+    gain_s, half_s = gain_interval_s(differences_s, len(grid))
     evidence = f"{gain_s:+,.0f} s ± {half_s:,.0f} s a job against {base.label()}"
+    best_label = grid[best_index].label()
     if gain_s + half_s < 0:
-        return Tuned(grid[best_index], f"{grid[best_index].label()} ({evidence})")
-    if gain_s == 0 and half_s == 0:
+        return Tuned(grid[best_index], f"{best_label} ({evidence})")
+    if not any(differences_s):
         return Tuned(base, f"{base.label()} kept: no value of the grid did better on these jobs")
-    return Tuned(base, f"{base.label()} kept: the best of the grid, {grid[best_index].label()}, is within "
-                       f"the noise ({evidence})")  # fmt: skip
+    if gain_s - half_s > 0:
+        return Tuned(base, f"{base.label()} kept: it beats every value of the grid, the best {best_label} "
+                           f"({evidence})")  # fmt: skip
+    return Tuned(base, f"{base.label()} kept: the best of the grid, {best_label}, is within the noise "
+                       f"({evidence})")  # fmt: skip
+
+
+def gain_interval_s(differences_s: list[float], compared: int) -> tuple[float, float]:
+    """The mean of jobs' paired JCT differences (in arrival order) and the half-width of its interval: 95%
+    shared among the `compared` values of the grid the best was picked from (Bonferroni), over batch means
+    of consecutive jobs (about sqrt(n) batches), since one placement delays the jobs queued behind it and
+    neighbours' differences are not independent. Infinite with fewer than two batches."""
+    count = len(differences_s)
+    mean_s = math.fsum(differences_s) / count
+    batches = math.isqrt(count)
+    if batches < 2:
+        return mean_s, math.inf
+    edges = [round(k * count / batches) for k in range(batches + 1)]
+    means = [math.fsum(differences_s[a:b]) / (b - a) for a, b in zip(edges, edges[1:], strict=False)]
+    spread = math.sqrt(math.fsum((m - mean_s) ** 2 for m in means) / (batches - 1))
+    return mean_s, t_quantile(0.05 / compared, batches - 1) * spread / math.sqrt(batches)
 
 
 def _jcts_s(
@@ -140,8 +162,8 @@ def plan_policies(
     choices = {p.name: tuned(known, cluster, p, uplink_factor, fabric) for p in bases if p.name in TIMED}
     policies = [choices[p.name].policy if p.name in choices else p for p in bases]
     few = (
-        f"; {len(known)} finished job(s) are too few to tune on (timers such as x0 are a guess, not a "
-        "finding): use --tuning online or given, or a larger --tune-fraction"
+        f"; {len(known)} finished job(s) are too few to tune on (the given timers stay, unless one job "
+        "alone decides): use --tuning online or given, or a larger --tune-fraction"
         if len(known) < FEWEST_TUNING_JOBS else ""
     )
     return (

@@ -9,9 +9,10 @@ from dataclasses import replace
 import pytest
 
 from stash_core.errors import UsageError
-from stash_core.sched import Cluster, Policy, TraceJob, plan_policies, schedule_metrics, simulate, tune
+from stash_core.sched import Cluster, Policy, TraceJob, plan_policies, schedule_metrics, simulate, tune, tuner
 from stash_core.sched.estimate import PRIOR_S, Estimator
 from stash_core.sched.report import run_simulation
+from stash_core.sched.tuner import gain_interval_s
 
 
 def job(job_id, gpus, submit_s, duration_s, slowdown=3.0, model=None, estimate_s=None):
@@ -25,22 +26,45 @@ FIRST = [job("X1", 3, 0.0, 100.0), job("Z1", 3, 0.0, 100.0), job("Y1", 2, 1.0, 1
 REST = [job("X2", 3, 5000.0, 100.0), job("Z2", 3, 5000.0, 100.0), job("Y2", 2, 5001.0, 100.0, slowdown=1.0)]
 
 
-def repeated(jobs: list, times: int, gap_s: float = 700.0) -> list:
+def repeated(jobs: list, times: int, gap_s: float = 400.0) -> list:
     """`times` copies of `jobs`, each `gap_s` after the last (every copy meets an empty cluster)."""
     return [replace(j, job_id=f"{j.job_id}-{k}", submit_s=j.submit_s + k * gap_s)
             for k in range(times) for j in jobs]  # fmt: skip
 
 
-SIX_FIRST = repeated(FIRST, 6)  # six Y jobs that each gain 101 s by waiting: beyond the noise of 18 jobs
+# twelve Y jobs that each gain 101 s by waiting: beyond the noise of 36 jobs (6 batches of 6, each alike)
+TWELVE_FIRST = repeated(FIRST, 12)
 
 
 def test_split_tunes_on_the_first_part_and_reports_on_the_rest():
-    policies, reported, how = plan_policies([Policy("delay"), Policy("fifo")], REST + SIX_FIRST,
-                                            Cluster(1, 2, 4), "split", fraction=18 / 21)  # fmt: skip
+    policies, reported, how = plan_policies([Policy("delay"), Policy("fifo")], REST + TWELVE_FIRST,
+                                            Cluster(1, 2, 4), "split", fraction=36 / 39)  # fmt: skip
     assert policies == [Policy("delay", delay_s=300.0), Policy("fifo")]
     assert [j.job_id for j in reported] == ["X2", "Z2", "Y2"]
-    assert "tuned on the 18 of the first 18 jobs (86% by arrival" in how and "reported on the other 3" in how
+    assert "tuned on the 36 of the first 36 jobs (92% by arrival" in how and "reported on the other 3" in how
     assert "delay 300 s (-34 s ± " in how and "a job against delay 0 s)" in how
+
+
+def test_the_gain_is_judged_on_batches_of_neighbouring_jobs_at_a_level_shared_by_the_grid():
+    """Differences in arrival order were taken as independent (a lag-1 correction): a stretch of queued jobs
+    that one placement delays read as many pieces of evidence, and the best of seven values was tested as if
+    it were the only one."""
+    alike = [-10.0, -20.0, -30.0, -40.0] * 4  # 16 jobs: 4 batches of 4, each averaging -25
+    assert gain_interval_s(alike, 7) == (-25.0, 0.0)
+    one_stretch = [-100.0] * 50 + [0.0] * 50  # one busy period gained, the rest not: 10 batches
+    gain_s, half_s = gain_interval_s(one_stretch, 7)
+    assert gain_s == -50.0 and half_s > 50.0  # the lag-1 interval had said -50 s ± 35 s: a finding
+    assert gain_interval_s([-5.0, -6.0, -7.0], 7)[1] == math.inf  # one batch: no spread to judge by
+
+
+def test_a_given_timer_that_beats_the_grid_is_said_to(monkeypatch):
+    """It was said to be "within the noise" of the grid's best, 50 s slower on every job."""
+    monkeypatch.setattr(tuner, "_jcts_s",
+                        lambda jobs, cluster, policy, *rest: [100.0 if policy.delay_s == 600 else 150.0] * 36)
+    chosen = tuner.tuned(TWELVE_FIRST, Cluster(1, 2, 4), Policy("delay", delay_s=600.0))
+    assert chosen.policy == Policy("delay", delay_s=600.0)
+    assert chosen.said == ("delay 600 s kept: it beats every value of the grid, the best delay 0 s "
+                           "(+50 s ± 0 s a job against delay 600 s)")  # fmt: skip
 
 
 def test_the_given_timer_stays_where_the_tuning_jobs_cannot_tell_the_timers_apart():
@@ -57,21 +81,21 @@ def test_the_given_timer_stays_where_the_tuning_jobs_cannot_tell_the_timers_apar
 
 
 def test_split_tunes_only_on_the_jobs_that_had_finished_when_the_reported_ones_arrive():
-    # L (4 GPUs) arrives at 4000 and runs 100,000 s: still running at 5000, when X2 arrives; its duration is
-    # not known then, so the tuning sees the 18 jobs of SIX_FIRST only
-    long = job("L", 4, 4000.0, 100_000.0)
-    policies, reported, how = plan_policies([Policy("delay")], [*REST, *SIX_FIRST, long], Cluster(1, 2, 4),
-                                            "split", fraction=19 / 22)  # fmt: skip
+    # L (4 GPUs) arrives at 4800 and runs 100,000 s: still running at 5000, when X2 arrives; its duration is
+    # not known then, so the tuning sees the 36 jobs of TWELVE_FIRST only
+    long = job("L", 4, 4800.0, 100_000.0)
+    policies, reported, how = plan_policies([Policy("delay")], [*REST, *TWELVE_FIRST, long],
+                                            Cluster(1, 2, 4), "split", fraction=37 / 40)  # fmt: skip
     assert [j.job_id for j in reported] == ["X2", "Z2", "Y2"]
-    assert "tuned on the 18 of the first 19 jobs" in how
-    assert policies == [tune(SIX_FIRST, Cluster(1, 2, 4), Policy("delay"))]
+    assert "tuned on the 36 of the first 37 jobs" in how
+    assert policies == [tune(TWELVE_FIRST, Cluster(1, 2, 4), Policy("delay"))]
     assert policies == [Policy("delay", delay_s=300.0)]
 
 
-def test_the_tuner_never_picks_a_timer_worse_than_waiting_for_consolidation():
+def test_the_grid_holds_waiting_for_consolidation():
     # Y (2 GPUs, 10,000 s, 3 times slower spread) waits for X and Z (3 GPUs each) to end at 5000: JCT 15,000.
     # Every finite timer of the grid spreads it first (3600 s: 3601 + 30,000); the grid's infinite timer waits
-    jobs = repeated([job("X", 3, 0.0, 5000.0), job("Z", 3, 0.0, 5000.0), job("Y", 2, 1.0, 10_000.0)], 6,
+    jobs = repeated([job("X", 3, 0.0, 5000.0), job("Z", 3, 0.0, 5000.0), job("Y", 2, 1.0, 10_000.0)], 12,
                     100_000.0)  # fmt: skip
     tuned = tune(jobs, Cluster(1, 2, 4), Policy("delay"))
     assert tuned == Policy("delay", delay_s=math.inf) and tuned.label() == "delay (waits to consolidate)"
