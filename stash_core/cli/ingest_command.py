@@ -30,8 +30,11 @@ def cmd_ingest(args) -> int:
         skip_bad = skip if args.skip_bad else None
         store.ingest_files(db_path(args), args.files, words=True, skip_bad=skip_bad, on_stored=said)
     except NothingStored as error:  # without --skip-bad: the flag that stores the others
-        for why in error.also:  # every bad file, a line each; the first in the refusal below
-            print(printable(f"stash: cannot be stored: {why}"), file=sys.stderr)
+        if len(error.reasons) > 1:  # every bad file, a line each in the order given, then what it meant
+            for why in error.reasons:
+                print(printable(f"stash: cannot be stored: {why}"), file=sys.stderr)
+            raise UsageError(f"{len(error.reasons)} of the {len(args.files)} files cannot be stored (named "
+                             "above): nothing stored (--skip-bad stores the others)") from None
         if len(args.files) > 1:
             raise UsageError(f"{error} (--skip-bad stores them and names those it cannot)") from None
         raise

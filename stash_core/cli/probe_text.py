@@ -164,8 +164,8 @@ def format_communication(breakdown: dict | None) -> list[str]:
 def _links_alone(communication: dict) -> list[str]:
     """What the probes' all-reduce reached where the gradients' size is not known (a script's own model):
     no lower bound or overlap can be told, but the links' rate and call latency are measured."""
-    rows = [(stall, bounds) for stall, bounds in communication.items()
-            if bounds and bounds.get("wire_busbw_gbps") is not None]  # fmt: skip
+    rows = [(stall, bounds) for stall, bounds in communication.items() if bounds
+            and bounds.get("note") == "gradient bytes unknown" and bounds.get("wire_busbw_gbps") is not None]
     if not rows:
         return []
     lines = ["all-reduce from the probes (the gradients' size is not known, so no lower bound or "

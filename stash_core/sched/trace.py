@@ -230,7 +230,7 @@ def _number(value: object, what: str) -> float:
         raise UsageError(f"{what} is empty")
     try:
         if isinstance(value, str) and "_" in value:  # float() reads "1_000" as 1000; a trace does not
-            raise ValueError(value)
+            raise UsageError(f"{what} must be a number, got {value!r}")
         number = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         raise UsageError(f"{what} must be a number, got {_as_written(value)}") from None

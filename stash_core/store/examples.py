@@ -38,7 +38,8 @@ EXAMPLE_QUERIES: list[tuple[str, str]] = [
         "SELECT run_id, phase, count(*) AS iterations,\n"
         "       quantile_cont(iteration_s, 0.5) AS median_s,\n"
         "       quantile_cont(iteration_s, 0.95) AS p95_s\n"
-        "FROM iterations\nWHERE run_id = (SELECT run_id FROM runs ORDER BY started_at DESC LIMIT 1)\n"
+        "FROM iterations\n"
+        "WHERE run_id = (SELECT run_id FROM runs ORDER BY started_at DESC, run_id DESC LIMIT 1)\n"
         "GROUP BY ALL\nORDER BY phase",
     ),
     (

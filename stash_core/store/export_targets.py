@@ -23,7 +23,7 @@ FIRST_LINE_BYTES = 1 << 20  # a JSON line of a run (its spec, its fingerprint) i
 # A result, probe or simulation file names its kind within its first few hundred bytes.
 _RESULT_KIND = re.compile(rb'"kind"\s*:\s*"stash-(profile|probe|simulation)"')
 KIND_BYTES = 4096
-RESULT_FILES_LOOKED_AT = 1000  # a folder of more .json files is judged by these
+RESULT_FILES_LOOKED_AT = 1000  # a folder of more .json files is judged by the first, by name
 
 
 def refuse_result_folder(out_dir: Path, names: list[str]) -> None:
@@ -32,10 +32,9 @@ def refuse_result_folder(out_dir: Path, names: list[str]) -> None:
     if not out_dir.is_dir():
         return
     own = {f"{name}.json" for name in names}
-    for count, path in enumerate(out_dir.glob("*.json")):
-        if count >= RESULT_FILES_LOOKED_AT:
-            return
-        if path.name in own or not path.is_file():
+    others = sorted(path for path in out_dir.glob("*.json") if path.name not in own)  # the same each time
+    for path in others[:RESULT_FILES_LOOKED_AT]:
+        if not path.is_file():
             continue
         try:
             with path.open("rb") as handle:

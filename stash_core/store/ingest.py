@@ -43,7 +43,14 @@ from stash_core.store.ingest_conflicts import (
 )
 from stash_core.store.ingest_fill import fill_migrated_gaps
 from stash_core.store.ingest_rows import PreparedRun, prepare_probe, prepare_run
-from stash_core.store.ingest_said import ALREADY_STORED, COMPLETED, STORED, nothing_stored, stored_before
+from stash_core.store.ingest_said import (
+    ALREADY_STORED,
+    COMPLETED,
+    STORED,
+    each_prepared,
+    nothing_stored,
+    stored_before,
+)
 from stash_core.store.rollback import rollback_if_open
 from stash_core.store.simulations import (
     SIMULATION_KIND,
@@ -100,15 +107,8 @@ def ingest_files(
     if isinstance(paths, str | Path) or not isinstance(paths, list | tuple):
         raise UsageError(f"paths: expected a list of result files, got {paths!r}"[:200])
     given = [required_path("paths", item) for item in paths]
-    prepared: list[tuple[Path, PreparedRun | tuple[str, pd.DataFrame] | PreparedSimulation]] = []
-    bad: list[str] = []  # without skip_bad: every bad file is named, not only the first
-    for path in given:
-        try:
-            prepared.append((path, _prepared_file(path)))
-        except UsageError as error:
-            bad.append(str(error)) if skip_bad is None else skip_bad(path, str(error))
-    if bad:
-        raise nothing_stored(bad[0], len(given), bad[1:])
+    prepared: list[tuple[Path, PreparedRun | tuple[str, pd.DataFrame] | PreparedSimulation]]
+    prepared = each_prepared(given, _prepared_file, skip_bad)
     try:
         refuse_given_twice(prepared)
     except UsageError as error:

@@ -3,7 +3,9 @@ left stored (store/ingest.py)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from stash_core.errors import UsageError
 
@@ -15,10 +17,10 @@ ALREADY_STORED = "already stored"  # the same, stored already: nothing written
 
 class NothingStored(UsageError):
     """A batch refused before anything was written: one file's reason, and that the others were not stored
-    either (skip_bad would store them). `also`: the reasons of the other files that cannot be stored, each
-    "PATH: why", so that one command names every bad file."""
+    either (skip_bad would store them). `reasons`: every file's that cannot be stored, each "PATH: why", in
+    the order given (the first is the one said), so that one command names every bad file."""
 
-    also: tuple[str, ...] = ()
+    reasons: tuple[str, ...] = ()
 
 
 def nothing_stored(reason: str, given: int, also: list[str] | tuple[str, ...] = ()) -> NothingStored:
@@ -31,8 +33,27 @@ def nothing_stored(reason: str, given: int, also: list[str] | tuple[str, ...] = 
         others = f"the {given - 1} others were" if given > 2 else "the other was"
         said = "nothing stored: every file is checked before any is stored"
         refused = NothingStored(f"{reason}{more}; {said}, so {others} not stored either")
-    refused.also = tuple(also)
+    refused.reasons = (reason, *also)
     return refused
+
+
+def each_prepared(
+    paths: list[Path], prepare: Callable[[Path], Any], skip_bad: Callable[[Path, str], None] | None
+) -> list[tuple[Path, Any]]:
+    """(path, prepare(path)) for each file; one that cannot be is handed to `skip_bad` with its reason, or
+    without it the batch is refused (NothingStored) naming every such file, not only the first."""
+    prepared, bad = [], []
+    for path in paths:
+        try:
+            prepared.append((path, prepare(path)))
+        except UsageError as error:
+            if skip_bad is None:
+                bad.append(str(error))
+            else:
+                skip_bad(path, str(error))
+    if bad:
+        raise nothing_stored(bad[0], len(paths), bad[1:])
+    return prepared
 
 
 NAMED_FILES = 5  # files named in a failure's note; the others are counted

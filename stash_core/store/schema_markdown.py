@@ -142,7 +142,7 @@ Example: bus bandwidth against message size of the network probes of the latest 
 
 ```sql
 SELECT size_bytes, time_s, busbw_gbps FROM probes
-WHERE run_id = (SELECT run_id FROM probes WHERE phase = 'R1n' ORDER BY started_at DESC LIMIT 1)
+WHERE run_id = (SELECT run_id FROM probes WHERE phase = 'R1n' ORDER BY started_at DESC, run_id DESC LIMIT 1)
   AND phase = 'R1n' AND kind = 'allreduce'
 ORDER BY size_bytes;
 ```
@@ -160,7 +160,8 @@ Example: iteration-time distribution of each phase of the latest run.
 
 ```sql
 SELECT phase, quantile_cont(iteration_s, [0.05, 0.5, 0.95]) AS p5_p50_p95_s
-FROM iterations WHERE run_id = (SELECT run_id FROM runs ORDER BY started_at DESC LIMIT 1) GROUP BY phase;
+FROM iterations
+WHERE run_id = (SELECT run_id FROM runs ORDER BY started_at DESC, run_id DESC LIMIT 1) GROUP BY phase;
 ```
 """,
 }

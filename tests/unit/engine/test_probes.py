@@ -259,3 +259,6 @@ def test_a_scripts_links_are_said_though_its_gradients_size_is_not_known():
     assert "wire bw 2.01 Gbit/s" in lines[1] and "call latency 416 us" in lines[1]
     no_probe = communication_bounds("interconnect", {}, None, None, None, {}, "R0", "R1")
     assert format_communication({"communication": {"interconnect": no_probe}}) == []
+    # the gradients' size known, their all-reduce not measured: not said to be unknown
+    known = communication_bounds("interconnect", {"seconds": 0.01}, probe, None, 6 * MIB, {}, "R0", "R1")
+    assert format_communication({"communication": {"interconnect": known}}) == []

@@ -45,7 +45,7 @@ def test_durations_iterations_and_sensitivity_sources(tmp_path):
          "submit_time must be a number"),
         # Python's float() reads it as 1000
         (pd.DataFrame({"job_id": [1], "num_gpu": [1], "submit_time": [0], "duration": ["1_000"]}),
-         "duration must be a number, got 1_000"),
+         "duration must be a number, got '1_000'"),
         (pd.DataFrame({"job_id": [1], "num_gpu": [1], "submit_time": [0], "duration": [5],
                        "network_slowdown": [0.5]}), "must be >= 1"),
         (pd.DataFrame({"job_id": [1], "num_gpu": [1], "submit_time": [0], "duration": [5],

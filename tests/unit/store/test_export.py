@@ -280,7 +280,7 @@ def test_an_export_into_the_folder_of_the_result_files_is_refused(populated, tmp
 @pytest.mark.parametrize("fmt", ["json", "csv", "parquet"])
 def test_an_export_into_any_folder_of_result_files_is_refused(populated, tmp_path, fmt) -> None:
     """Only the database's own results/ folder was guarded: an export into a folder of result files copied
-    elsewhere was taken, and `stash ingest in/*.json` then refused the whole folder for the tables."""
+    elsewhere was taken, and `stash ingest in/*` then refused the whole folder for the tables."""
     folder = tmp_path / "in"
     folder.mkdir()
     (folder / "r1.json").write_text('{"schema_version":1,"kind":"stash-profile","run_id":"x"}')

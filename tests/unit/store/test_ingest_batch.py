@@ -143,10 +143,12 @@ def test_stash_ingest_names_every_bad_file_not_only_the_first(result_doc, tmp_pa
     db = tmp_path / "r.duckdb"
     assert main(["ingest", str(broken), str(good[0]), str(truncated), "--db", str(db)]) == 2
     lines = capsys.readouterr().err.splitlines()
-    assert len(lines) == 2 and lines[0].startswith(f"stash: cannot be stored: {truncated}: not valid JSON")
-    assert lines[1].startswith(f"stash: {broken}: not valid JSON")
-    assert "; 1 more file(s) cannot be stored either; nothing stored: " in lines[1]
+    assert len(lines) == 3  # each bad file in the order given, then what it meant
+    assert lines[0].startswith(f"stash: cannot be stored: {broken}: not valid JSON")
+    assert lines[1].startswith(f"stash: cannot be stored: {truncated}: not valid JSON")
+    assert lines[2] == ("stash: 2 of the 3 files cannot be stored (named above): nothing stored (--skip-bad "
+                        "stores the others)")  # fmt: skip
     assert not db.exists()
-    with pytest.raises(NothingStored) as refused:
+    with pytest.raises(NothingStored, match="; 1 more file[(]s[)] cannot be stored either") as refused:
         store.ingest_files(db, [broken, truncated])
-    assert [why.split(":")[0] for why in refused.value.also] == [str(truncated)]
+    assert [why.split(":")[0] for why in refused.value.reasons] == [str(broken), str(truncated)]
