@@ -297,7 +297,8 @@ def format_comparison(rows: list[dict[str, Any]], jobs: list, cluster: Any, sour
         "summed over the jobs; spread: jobs placed looser than their tightest placement (a job larger than "
         "a node, on as few nodes as it needs, is not counted); GPU busy: their GPU-hours over the cluster's "
         "in the makespan; sjf, las and the network timers use estimated durations, never the true ones; a "
-        "simulation, not a measurement"
+        "simulation of one trace, not a measurement: policies a few percent apart can swap places on "
+        "another trace (or --seed)"
     )
     return "\n".join(lines)
 

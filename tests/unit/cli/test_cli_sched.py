@@ -21,7 +21,7 @@ def test_a_synthetic_trace_compares_every_policy(tmp_path, capsys):
     for policy in ("fifo", "sjf", "las", "fifo-consolidate", "consolidate", "spread", "delay",
                    "network-delay", "network-preempt"):  # fmt: skip
         assert f"\n  {policy}" in out
-    assert "32 GPUs" in out and "a simulation, not a measurement" in out
+    assert "32 GPUs" in out and "a simulation of one trace, not a measurement: policies a few" in out
     assert re.search(r"tuning: timers tuned on the \d+ of the first 18 jobs \(30% by arrival", out)
     assert "the other 42" in out
     assert "blox" not in out and "from Blox's penalty for their model" in out  # words, not source codes
