@@ -8,14 +8,19 @@ arrivals, per-model gradient bytes and iteration times) at `load` of a congested
 so every spread job communicates 2.5 times slower than where its slowdown was measured, before sharing.
 Two workloads: continuous (diurnal Poisson) arrivals and a batch (every job at 0, makespan = training all
 jobs). Timers as given (delay 600 s, network scale 1; durations the scheduler uses are estimates from the
-history of finished jobs). It prints the figures and the gains it finds; it asserts nothing.
+history of finished jobs). It prints the figures and the gains it finds; it asserts nothing. With `seeds`
+above 1 it runs that many traces and ends with each figure's and gain's mean and 95% interval over them (a
+Student t interval over the traces): one trace's order of the policies is not a finding.
 """
 
 from __future__ import annotations
 
+import math
 import sys
 import time
+from collections import defaultdict
 
+from stash_core.analysis.stats import t_quantile_975
 from stash_core.sched import Cluster, Policy, jobs_from_frame, simulate
 from stash_core.sched.fabric import Fabric
 from stash_core.sched.generate import philly_like_trace, philly_mean_gpu_s
@@ -33,12 +38,23 @@ POLICIES = {
 METRICS = ("makespan_s", "avg_jct_s", "p95_jct_s", "avg_queue_s", "comm_overhead_s")
 
 
-def paper(jobs: int = 2000, cluster: str = "8x4x8", load: float = 0.8, seed: int = 0) -> None:
+def paper(
+    jobs: int = 2000, cluster: str = "8x4x8", load: float = 0.8, seed: int = 0, seeds: int = 1
+) -> None:
     shape = Cluster(*(int(v) for v in cluster.split("x")))
     fabric = Fabric.oversubscribed(NODE_GBPS, OVERSUBSCRIPTION, shape.nodes_per_switch, REFERENCE_GBPS)
     gap_s = philly_mean_gpu_s() / (load * shape.total_gpus)
-    print(f"Philly-like trace, {jobs:,} jobs (seed {seed}) on {shape.total_gpus} GPUs ({cluster}); "
-          f"{fabric.label()}")  # fmt: skip
+    figures: dict[tuple[str, str, str], list[float]] = defaultdict(list)  # (arrivals, policy, figure)
+    for each in range(seed, seed + seeds):
+        print(f"Philly-like trace, {jobs:,} jobs (seed {each}) on {shape.total_gpus} GPUs ({cluster}); "
+              f"{fabric.label()}")  # fmt: skip
+        _one_trace(jobs, each, gap_s, load, shape, fabric, figures)
+    if seeds > 1:
+        _over_seeds(figures, seeds)
+
+
+def _one_trace(jobs, seed, gap_s, load, shape, fabric, figures) -> None:
+    """One trace's tables, and its figures and gains added to `figures`."""
     for arrivals in ("poisson", "batch"):
         frame = philly_like_trace(jobs, seed, gap_s, arrivals)
         trace = jobs_from_frame(frame, None, "Philly-like trace")
@@ -65,6 +81,42 @@ def paper(jobs: int = 2000, cluster: str = "8x4x8", load: float = 0.8, seed: int
                   f"{_gain(results['consolidate']['avg_jct_s'], m['avg_jct_s'])} against consolidate; "
                   f"communication overhead {_gain(spread['comm_overhead_s'], m['comm_overhead_s'])} against "
                   "spread")  # fmt: skip
+        for name, m in results.items():
+            for metric in METRICS:
+                figures[arrivals, name, metric].append(m[metric] / 3600)
+            for metric, against in (("makespan_s", base), ("avg_jct_s", base), ("comm_overhead_s", spread)):
+                if against[metric] > 0:
+                    figures[arrivals, name, f"{metric} gain"].append(1 - m[metric] / against[metric])
+
+
+def _over_seeds(figures: dict[tuple[str, str, str], list[float]], seeds: int) -> None:
+    """Each figure's mean and 95% interval over the traces, and each gain's (each trace's own gain)."""
+    print(f"\nover {seeds} traces: mean ± 95% interval (Student t over the traces)")
+    for arrivals in ("poisson", "batch"):
+        print(f"\n{'continuous arrivals' if arrivals == 'poisson' else 'batch'}")
+        print(f"  {'policy':<18}{'makespan h':>16}{'avg JCT h':>16}{'comm h':>18}"
+              f"{'makespan vs fifo-cons.':>26}{'avg JCT vs fifo-cons.':>25}"
+              f"{'comm vs spread':>20}")  # fmt: skip
+        for name in POLICIES:
+            shown = ("makespan_s", "avg_jct_s", "comm_overhead_s")
+            forms = {"makespan_s": "{:.1f}", "avg_jct_s": "{:.2f}", "comm_overhead_s": "{:.1f}"}
+            cells = [_spread(figures[arrivals, name, metric], forms[metric]) for metric in shown]
+            gains = [_spread([100 * g for g in figures.get((arrivals, name, f"{metric} gain"), [])],
+                             "{:+.0f}%") for metric in shown]  # fmt: skip
+            print(f"  {name:<18}{cells[0]:>16}{cells[1]:>16}{cells[2]:>18}{gains[0]:>26}{gains[1]:>25}"
+                  f"{gains[2]:>20}")  # fmt: skip
+    print("  (a gain: how much lower than the baseline, each trace's own; + lower, - higher)")
+
+
+def _spread(values: list[float], form: str) -> str:
+    if not values:
+        return "-"
+    mean = math.fsum(values) / len(values)
+    if len(values) < 2:
+        return form.format(mean)
+    sd = math.sqrt(math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1))
+    half = t_quantile_975(len(values) - 1) * sd / math.sqrt(len(values))
+    return f"{form.format(mean)} ± {form.format(half).lstrip('+')}"
 
 
 def _gain(before: float, after: float) -> str:
@@ -77,7 +129,7 @@ def _gain(before: float, after: float) -> str:
 if __name__ == "__main__":  # the experiment's options are schedule.py's: one command line, one place
     print(
         "sched_paper.py is run by schedule.py: python bench/schedule.py --paper [--jobs 2000] "
-        "[--cluster 8x4x8] [--load 0.8] [--seed 0]",
+        "[--cluster 8x4x8] [--load 0.8] [--seed 0] [--seeds 1]",
         file=sys.stderr,
     )
     sys.exit(2)

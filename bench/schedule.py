@@ -11,12 +11,13 @@ figures; it asserts nothing about them.
 
 With --paper it runs the seed paper's experiment instead (bench/sched_paper.py): a Philly-like heavy trace
 on a congested cluster, batch and continuous arrivals, the consolidation baselines against spread, delay
-and the network-aware policies. It takes --jobs, --cluster, --load and --seed (its own defaults below) and
-refuses the other options, which it has fixed.
+and the network-aware policies. It takes --jobs, --cluster, --load, --seed and --seeds (its own defaults
+below) and refuses the other options, which it has fixed. --seeds N runs N traces (seeds SEED..SEED+N-1) and
+ends with each figure's mean and 95% interval over them: one trace's order of the policies is not a finding.
 
     .venv/bin/python bench/schedule.py [--jobs 100000] [--cluster 16x8x8] [--load 0.85] [--policies ...]
         [--scenarios plain,congested] [--node-gbps 100 --oversubscription 4 --reference-gbps 10]
-    .venv/bin/python bench/schedule.py --paper [--jobs 2000] [--cluster 8x4x8] [--load 0.8]
+    .venv/bin/python bench/schedule.py --paper [--jobs 2000] [--cluster 8x4x8] [--load 0.8] [--seeds 1]
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ DEFAULTS = {
     "jobs": 100_000, "cluster": "16x8x8", "load": 0.85, "policies": ",".join(POLICIES),
     "scenarios": "plain,congested", "node_gbps": 100.0, "oversubscription": 4.0, "reference_gbps": 10.0,
 }  # fmt: skip
-PAPER_TAKES = ("jobs", "cluster", "load", "seed")
+PAPER_TAKES = ("jobs", "cluster", "load", "seed", "seeds")
 
 
 def parse_args():
@@ -59,6 +60,7 @@ def parse_args():
     )
     parser.add_argument("--load", type=share, help="offered load, 0-1, default 0.85 (--paper: 0.8)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", type=positive_int, help="--paper: traces, from --seed on (default 1)")
     parser.add_argument("--policies", type=choice_list(POLICIES), help=f"default {DEFAULTS['policies']}")
     parser.add_argument(
         "--scenarios",
@@ -78,8 +80,10 @@ def parse_args():
         ignored = [name for name in DEFAULTS if name not in PAPER_TAKES and getattr(args, name) is not None]
         if ignored:
             given = ", ".join(f"--{name.replace('_', '-')}" for name in ignored)
-            parser.error(f"--paper takes --jobs, --cluster, --load and --seed only, not {given}")
+            parser.error(f"--paper takes --jobs, --cluster, --load, --seed and --seeds only, not {given}")
         return args
+    if args.seeds is not None:
+        parser.error("--seeds goes with --paper: the scale run times one trace")
     for name, value in DEFAULTS.items():
         if getattr(args, name) is None:
             setattr(args, name, value)
