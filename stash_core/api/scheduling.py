@@ -27,6 +27,9 @@ from stash_core.spec_parse import Number, count, empty_item, positive_real
 
 YEAR_S = 365 * 86400.0
 MAX_CLUSTER_GPUS = 1_000_000
+# A node is one machine (the largest NVLink domain sold spans 576 GPUs of many): a placement scans each free
+# count up to it, and 1,000,000 GPUs in a node took 30 s and 690 MB for 50 jobs.
+MAX_GPUS_PER_NODE = 4096
 NON_NEGATIVE = Number(0, 1e6, whole=False, what="a number >= 0")
 NON_NEGATIVE_YEAR = Number(0, YEAR_S, whole=False, what="a number >= 0")
 MAX_SYNTHETIC_SPAN_S = 10 * YEAR_S  # jobs x mean gap: the drawn arrivals stay far inside a trace's 100 years
@@ -57,7 +60,8 @@ def simulate_schedule(
         synthetic_jobs: generate a trace of this many jobs (with `generator`, `arrivals`, `seed`,
             `mean_gap_s`) instead of reading one.
         trace_format: "auto" (told from the file's columns) or the trace's format.
-        cluster: (switches, nodes per switch, GPUs per node), or "2x4x8".
+        cluster: (switches, nodes per switch, GPUs per node), or "2x4x8"; at most 4,096 GPUs a node and
+            1,000,000 in all.
         policies: the policies to compare (default all: fifo, sjf, las, consolidate, delay, ...).
         tuning: "split" (the default; tuned on the first `tune_fraction` of the jobs), "online" or "given"
             (with `delay_s`, `scale`).
@@ -139,8 +143,8 @@ def simulate_schedule(
 
 
 def cluster_shape(value: tuple[int, int, int] | str) -> tuple[int, int, int]:
-    """(switches, nodes per switch, GPUs per node) of (2, 4, 8) or "2x4x8": positive, at most a million GPUs
-    in all."""
+    """(switches, nodes per switch, GPUs per node) of (2, 4, 8) or "2x4x8": positive, at most
+    MAX_GPUS_PER_NODE a node and a million GPUs in all."""
     if not isinstance(value, str | tuple | list):
         raise UsageError(f"cluster: {value!r}: give SWITCHESxNODESxGPUS, e.g. 2x4x8 or (2, 4, 8)"[:200])
     text = value if isinstance(value, str) else "x".join(str(part) for part in value)
@@ -150,6 +154,8 @@ def cluster_shape(value: tuple[int, int, int] | str) -> tuple[int, int, int]:
     switches, nodes, gpus = (int(part) for part in match.groups())
     if switches * nodes * gpus > MAX_CLUSTER_GPUS:
         raise UsageError(f"cluster: {text!r}: more than {MAX_CLUSTER_GPUS:,} GPUs in all")
+    if gpus > MAX_GPUS_PER_NODE:
+        raise UsageError(f"cluster: {text!r}: more than {MAX_GPUS_PER_NODE:,} GPUs in one node (a machine)")
     return switches, nodes, gpus
 
 
