@@ -30,8 +30,11 @@ def core_sharing_note(doc: dict) -> str | None:
             "machine in R1, the network stall's reference; the job's communication is the two together"
         )
     cores = fingerprint.get("cpu_cores_logical") or fingerprint.get("cpu_cores_physical")
-    if spec.get("hosts"):  # R1 ran on the first host, whose cores this machine's fingerprint does not give
-        cores = ((doc.get("hosts") or [{}])[0] or {}).get("cpu_count")
+    if spec.get("hosts"):  # R1 ran on the first host, whose cores this machine's fingerprint does not give...
+        first = ((doc.get("hosts") or [{}])[0] or {}).get("cpu_count")
+        # ...unless it is a node of the emulated cluster, a namespace of this machine: a stored run, which
+        # keeps no host's cpu_count, is then said as its profile said it
+        cores = first or (cores if spec.get("cluster") == "emulated" else None)
     if spec.get("device") == "cpu" and workers >= 2 and cores and workers * threads >= int(cores):
         allreduce = ((breakdown.get("communication") or {}).get("interconnect") or {}).get("allreduce_s")
         alone = f"; the probe's all-reduce of the gradients alone took {format_time(allreduce)}"

@@ -67,3 +67,14 @@ def test_on_remote_hosts_the_note_counts_r1s_workers_on_the_first_hosts_cores():
     stored = _doc(2, 1, 2, nodes=2)
     stored["phases"] = [{"phase": "R1", "workers": 2, "nodes": 1}]  # the store's phase rows
     assert "the 2 workers x 1 thread(s) share this machine's 2 cores" in core_sharing_note(stored)
+
+
+def test_a_stored_run_of_the_emulated_cluster_keeps_the_note_its_profile_printed():
+    """`stash show` (and the breakdown page) left it out for every run on the emulated cluster: the store
+    keeps no host's cpu_count, but the cluster's nodes are namespaces of the machine the fingerprint is of."""
+    doc = _doc(2, 1, 2, nodes=2)
+    doc["spec"].update(hosts=["root@10.213.1.10", "root@10.213.1.11"], cluster="emulated")
+    doc["phases"] = [{"phase": "R1", "workers": 2, "nodes": 1}]
+    assert "the 2 workers x 1 thread(s) share the first host's 2 cores" in core_sharing_note(doc)
+    doc["spec"]["cluster"] = None  # remote hosts: their cores are not this machine's
+    assert core_sharing_note(doc) is None
