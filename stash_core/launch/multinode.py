@@ -176,6 +176,7 @@ def launch_torchrun_over_ssh(
     rdzv_timeout_s: int = 30,
     on_stderr_line: OnLine | None = None,
     on_cpu: bool = False,
+    master_given: bool = True,
 ) -> None:
     """Run `python -m torch.distributed.run .. -m module module_args` on every target; wait for all (Stash's
     own workers forked by torchrun when on_cpu: launch/torchrun.py).
@@ -196,7 +197,7 @@ def launch_torchrun_over_ssh(
         raise UsageError("module arguments must be strings")
     worker_env = {"PYTHONUNBUFFERED": "1", "STASH_RDZV_TIMEOUT_S": str(int(rdzv_timeout_s)), **env}
     deadline = time.monotonic() + timeout_s
-    preflight(targets, python, workdir, master_addr, master_port)
+    preflight(targets, python, workdir, master_addr, master_port, master_given)
 
     tag = f"{time.strftime('%Y%m%dT%H%M%S')}-{uuid.uuid4().hex[:12]}"
     lines: queue.Queue = queue.Queue()

@@ -62,9 +62,11 @@ def _validate_cpu_sets(cpu_sets: list[list[int]], nodes: int) -> None:
 
 
 def preflight(
-    targets: list[SshTarget], python: str, workdir: str, master_addr: str, master_port: int
-) -> None:
-    """One ssh per node, in parallel: reachable, python runs, workdir exists, master port free on node 0."""
+    targets: list[SshTarget], python: str, workdir: str, master_addr: str, master_port: int,
+    master_given: bool = True,
+) -> None:  # fmt: skip
+    """One ssh per node, in parallel: reachable, python runs, workdir exists, master port free on node 0
+    (`master_given`: the master address was given, not node 0's host name by default)."""
     with ThreadPoolExecutor(max_workers=len(targets)) as pool:
         futures = [
             pool.submit(_check_node, index, targets[index], python, workdir, master_addr, master_port)
@@ -78,7 +80,7 @@ def preflight(
         if not result.get("torch"):
             raise UsageError(f"{label}: {python} cannot import torch")
     master = results[0]
-    _refuse_foreign_master(master, master_addr, targets[0])
+    _refuse_foreign_master(master, master_addr, targets[0], master_given)
     if not master.get("port_free"):
         raise UsageError(
             f"port {master_port} is already in use on the master, {node_label(0, targets[0])} "

@@ -73,6 +73,7 @@ def run_workers(
             cpu_sets=machines.cpu_sets,
             rdzv_timeout_s=machines.comm_timeout_s,
             on_cpu=on_cpu,
+            master_given=machines.master_addr is not None,  # else node 0's host name: said how to give one
         )
     except MeasurementError as error:
         return str(error)

@@ -71,3 +71,21 @@ def test_a_master_address_not_of_node_0_is_refused_before_any_run(monkeypatch, t
                                          r"\(the default, node 0's host name as --hosts gives it: give "
                                          r"--master-addr, an address of node 0"):  # fmt: skip
         check_master_address(node0, sys.executable, str(tmp_path), "box-alias.invalid", given=False)
+
+
+def test_a_probes_default_master_address_is_said_with_what_to_give(monkeypatch, tmp_path):
+    """`stash probe --hosts ALIAS,...` (ssh_config aliases) said only "Temporary failure in name
+    resolution": the run's own check (a probe has no earlier one) now says to give --master-addr."""
+    import pytest
+
+    from stash_core.errors import UsageError
+    from stash_core.launch import ssh
+    from stash_core.launch.multinode_preflight import preflight
+
+    monkeypatch.setattr(ssh, "ssh_argv", lambda target, argv, *_: ["sh", "-c", ssh.remote_command(argv)])
+    nodes = [ssh.parse_target("127.0.0.1:2201"), ssh.parse_target("127.0.0.1:2202")]
+    with pytest.raises(UsageError, match=r"\(the default, node 0's host name as --hosts gives it: give "):
+        preflight(nodes, sys.executable, str(tmp_path), "box-alias.invalid", 29500, master_given=False)
+    with pytest.raises(UsageError) as given:
+        preflight(nodes, sys.executable, str(tmp_path), "box-alias.invalid", 29500)
+    assert "the default" not in str(given.value)
