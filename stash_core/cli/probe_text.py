@@ -28,6 +28,8 @@ def format_probe(probe: dict) -> str:
         f"probe over {probe.get('world_size')} worker(s) on {probe.get('nodes')} machine(s), "
         f"{probe.get('backend')} on {probe.get('device')}"
     )
+    if probe.get("link_gbps"):  # an emulated cluster's shaped links: the rate the figures are held to
+        head += f"; emulated links {format_rate(probe['link_gbps'])}"
     # each size's mean beside its fastest repetition: how far apart they are is the spread of its times
     lines = [head, f"  {'all-reduce':<12}{'size':>10}{'reps':>6}{'time':>11}{'fastest':>11}{'algbw':>15}"
                    f"{'busbw':>15}"]  # fmt: skip

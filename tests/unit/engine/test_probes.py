@@ -178,7 +178,11 @@ def test_text_shows_probes_and_bounds():
     ]
     text = format_probe(probe)
     assert "1 MiB" in text and "p2p inter_node  latency" in text and "alpha-beta fit" in text
+    assert text.splitlines()[0] == "probe over 2 worker(s) on 2 machine(s), gloo on cpu"
+    probe["link_gbps"] = 0.1  # on the emulated cluster: the rate to hold the bus bandwidth to, said
+    assert format_probe(probe).splitlines()[0].endswith("gloo on cpu; emulated links 100 Mbit/s")
     assert "(fastest" not in text  # no fastest latency repetition stored: the mean alone
+    del probe["link_gbps"]
     probe["p2p"][0]["time_min_s"] = 2.4e-5  # one stalled repetition drove the mean to 200 us
     assert "latency  one-way 200 us (fastest 24 us)" in format_probe(probe)
     probe["gradient_allreduce"] = {"time_s": 0.27}
