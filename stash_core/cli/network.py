@@ -193,7 +193,12 @@ def cmd_cluster(args) -> int:
         actions = cluster.cluster_down(state_dir, name)
         # the folder given names what was looked for, not a name guessed from its path
         which = f"with its state in {state_dir}" if name is None and state_dir else name or "default"
-        print("\n".join(actions) if actions else f"no emulated cluster {which} was up")
+        if not actions:  # a mistyped name left the cluster meant running: the ones up are named
+            from stash_core.launch.cluster.net import live_cluster_names
+
+            up = [other for other in live_cluster_names() if other != (name or "default")]
+            actions = [f"no emulated cluster {which} was up" + (f" (up: {', '.join(up)})" if up else "")]
+        print("\n".join(actions))
         # a cluster whose state is elsewhere is still up: a script must not read that as taken down
         return 1 if any(action.startswith(cluster.LEFT_ALONE) for action in actions) else 0
     if args.cluster_command == "status":

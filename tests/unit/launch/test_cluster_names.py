@@ -312,10 +312,21 @@ def test_status_of_a_live_cluster_with_state_elsewhere_says_where(bench_up_elsew
     assert str(bench_up_elsewhere) in said
 
 
-def test_down_of_an_empty_state_folder_names_the_folder_not_a_cluster_guessed(tmp_path, capsys):
+def test_down_of_an_empty_state_folder_names_the_folder_not_a_cluster_guessed(tmp_path, capsys, monkeypatch):
     from stash_core.cli.main import main
 
+    monkeypatch.setattr(cluster_net, "live_cluster_names", lambda: [])  # none up here, whatever runs beside
     folder = tmp_path / "st"
     folder.mkdir()
     assert main(["cluster", "down", "--state-dir", str(folder)]) == 0
     assert capsys.readouterr().out.strip() == f"no emulated cluster with its state in {folder} was up"
+
+
+def test_down_of_a_mistyped_name_names_the_clusters_that_are_up(tmp_path, capsys, monkeypatch):
+    """`cluster down --name rev82` said only "no emulated cluster rev82 was up" and exited 0: the cluster
+    meant, rev28, went on running unnoticed."""
+    from stash_core.cli.main import main
+
+    monkeypatch.setattr(cluster_net, "live_cluster_names", lambda: ["default", "rev28"])
+    assert main(["cluster", "down", "--name", "rev82", "--state-dir", str(tmp_path / "none")]) == 0
+    assert capsys.readouterr().out.strip() == "no emulated cluster rev82 was up (up: default, rev28)"
