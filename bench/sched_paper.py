@@ -84,8 +84,13 @@ def _one_trace(jobs, seed, gap_s, load, shape, fabric, figures) -> None:
         for name, m in results.items():
             for metric in METRICS:
                 figures[arrivals, name, metric].append(m[metric] / 3600)
-            for metric, against in (("makespan_s", base), ("avg_jct_s", base), ("comm_overhead_s", spread)):
-                if against[metric] > 0:
+            for metric, against, baseline in (("makespan_s", base, "fifo-consolidate"),
+                                               ("avg_jct_s", base, "fifo-consolidate"),
+                                               ("comm_overhead_s", spread, "spread")):  # fmt: skip
+                # no gain of a baseline against itself, nor a communication saving of a policy that never
+                # spreads a job
+                spreads = metric != "comm_overhead_s" or m["spread_jobs"] > 0
+                if name != baseline and against[metric] > 0 and spreads:
                     figures[arrivals, name, f"{metric} gain"].append(1 - m[metric] / against[metric])
 
 

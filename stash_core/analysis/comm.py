@@ -183,6 +183,10 @@ def link_lower_bound_s(grad_bytes: int, world_size: int, link_bps: float | None)
     return ring_factor(world_size) * grad_bytes * 8 / link_bps
 
 
+# The note of a stall whose gradients' size is not known (a script's model): its probes' rates alone are said.
+GRADIENT_BYTES_UNKNOWN = "gradient bytes unknown"
+
+
 def communication_bounds(
     stall: str,
     stall_entry: dict,
@@ -212,7 +216,7 @@ def communication_bounds(
     if wire_gbps is not None and link_bps:  # a shaper's burst lets a repetition beat the link, not for long
         wire_gbps = min(wire_gbps, link_bps / 1e9)
     if not grad_bytes:  # a script's model is its own: what its links reached is still measured
-        out.update({"note": "gradient bytes unknown", "world_size": world, "nodes": probe.get("nodes"),
+        out.update({"note": GRADIENT_BYTES_UNKNOWN, "world_size": world, "nodes": probe.get("nodes"),
                     "busbw_gbps": busbw, "wire_busbw_gbps": wire_gbps, "latency_s": latency_s})  # fmt: skip
         return out
     gradient = probe.get("gradient_allreduce") or {}

@@ -33,8 +33,9 @@ def cmd_ingest(args) -> int:
         if len(error.reasons) > 1:  # every bad file, a line each in the order given, then what it meant
             for why in error.reasons:
                 print(printable(f"stash: cannot be stored: {why}"), file=sys.stderr)
+            others = " (--skip-bad stores the others)" if len(error.reasons) < len(args.files) else ""
             raise UsageError(f"{len(error.reasons)} of the {len(args.files)} files cannot be stored (named "
-                             "above): nothing stored (--skip-bad stores the others)") from None
+                             f"above): nothing stored{others}") from None
         if len(args.files) > 1:
             raise UsageError(f"{error} (--skip-bad stores them and names those it cannot)") from None
         raise

@@ -196,7 +196,8 @@ def cmd_cluster(args) -> int:
         if not actions:  # a mistyped name left the cluster meant running: the ones up are named
             from stash_core.launch.cluster.net import live_cluster_names
 
-            up = [other for other in live_cluster_names() if other != (name or "default")]
+            looked_for = name or (None if state_dir else "default")  # a folder: any cluster may be it
+            up = [other for other in live_cluster_names() if other != looked_for]
             actions = [f"no emulated cluster {which} was up" + (f" (up: {', '.join(up)})" if up else "")]
         print("\n".join(actions))
         # a cluster whose state is elsewhere is still up: a script must not read that as taken down

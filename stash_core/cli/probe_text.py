@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from stash_core.analysis.comm import probe_alpha_beta
+from stash_core.analysis.comm import GRADIENT_BYTES_UNKNOWN, probe_alpha_beta
 from stash_core.analysis.overlap import overlap_reading
 from stash_core.measure.probe_plan import P2P_LATENCY_BYTES
 from stash_core.units import KIB, MIB, format_time
@@ -167,7 +167,7 @@ def _links_alone(communication: dict) -> list[str]:
     """What the probes' all-reduce reached where the gradients' size is not known (a script's own model):
     no lower bound or overlap can be told, but the links' rate and call latency are measured."""
     rows = [(stall, bounds) for stall, bounds in communication.items() if bounds
-            and bounds.get("note") == "gradient bytes unknown" and bounds.get("wire_busbw_gbps") is not None]
+            and bounds.get("note") == GRADIENT_BYTES_UNKNOWN and bounds.get("wire_busbw_gbps") is not None]
     if not rows:
         return []
     lines = ["all-reduce from the probes (the gradients' size is not known, so no lower bound or "

@@ -47,7 +47,7 @@ def _api_rule(check: Any, what: str) -> Any:
     return read
 
 
-cluster_text = _api_rule(cluster_shape, "cluster")  # SWITCHESxNODESxGPUS, at most a million GPUs
+cluster_text = _api_rule(cluster_shape, "cluster")  # SWITCHESxNODESxGPUS, within api.scheduling's caps
 policies_text = _api_rule(lambda text: chosen_policies(text, POLICIES), "policies")  # known, each once
 las_limits_text = _api_rule(las_limits_s, "las_limits")  # positive, increasing GPU-hours
 

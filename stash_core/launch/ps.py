@@ -96,7 +96,7 @@ def _run_on_nodes(machines: RemoteHosts, module_args: list[str], on_line, timeou
             master_port=machines.master_port or free_port(),
             env={**machines.env, "OMP_NUM_THREADS": "1"}, python=machines.python, workdir=machines.workdir,
             timeout_s=timeout_s, on_line=lambda _node, line: on_line(line), cpu_sets=machines.cpu_sets,
-            rdzv_timeout_s=machines.comm_timeout_s,
+            rdzv_timeout_s=machines.comm_timeout_s, master_given=machines.master_addr is not None,
         )  # fmt: skip
     except MeasurementError as error:
         return str(error)

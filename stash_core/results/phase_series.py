@@ -49,13 +49,17 @@ def check_samples(name: str, samples: dict[str, Any], phase_mean: Any, launches:
 
 
 def _launches_mean_s(launches: Any) -> float | None:
-    """The launches' means weighted by their iterations; None without launches that give both."""
+    """The pooled launches' means weighted by their iterations (a launch of a round left out of the figures
+    gave no samples either); None without such launches, or where their figures make no mean (a file's
+    hostile numbers: the phase's mean is then the measure)."""
     pairs = [(launch.get("mean_s"), launch.get("iterations")) for launch in launches or []
-             if isinstance(launch, dict)]  # fmt: skip
+             if isinstance(launch, dict) and launch.get("pooled", True)]  # fmt: skip
     pairs = [(mean_s, count) for mean_s, count in pairs if _finite(mean_s) and _finite(count) and count > 0]
-    if not pairs:
+    try:
+        weighted_s = math.fsum(mean_s * count for mean_s, count in pairs) / math.fsum(c for _, c in pairs)
+    except (OverflowError, ZeroDivisionError):
         return None
-    return math.fsum(mean_s * count for mean_s, count in pairs) / math.fsum(count for _, count in pairs)
+    return weighted_s if math.isfinite(weighted_s) and weighted_s > 0 else None
 
 
 def check_telemetry(name: str, telemetry: dict[str, Any]) -> None:
@@ -86,4 +90,10 @@ def check_telemetry(name: str, telemetry: dict[str, Any]) -> None:
 
 
 def _finite(value: Any) -> bool:
-    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    """A number that is a float's (an integer past a float's range is not)."""
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False

@@ -56,8 +56,8 @@ def tuned(
     fabric: Fabric | None = None,
 ) -> Tuned:  # fmt: skip
     """The grid's value with the lowest average JCT on `jobs` (ties: the first in the grid), kept only where
-    its JCTs beat `base`'s (the given timer) beyond their noise: the 95% interval of the mean of the jobs'
-    paired differences lies below zero. Otherwise the jobs cannot tell the timers apart and `base` stays."""
+    its JCTs beat `base`'s (the given timer) beyond their noise (gain_interval_s: the interval lies below
+    zero). Otherwise the jobs cannot tell the timers apart and `base` stays."""
     if base.name == "delay":
         grid = [replace(base, delay_s=d, online=False) for d in TUNING_DELAYS_S]
     else:
@@ -76,6 +76,9 @@ def tuned(
         return Tuned(grid[best_index], f"{best_label} ({evidence})")
     if not any(differences_s):
         return Tuned(base, f"{base.label()} kept: no value of the grid did better on these jobs")
+    if not math.isfinite(half_s):
+        return Tuned(base, f"{base.label()} kept: {len(jobs)} job(s) are too few to judge the best of the "
+                           f"grid, {best_label} ({gain_s:+,.0f} s a job against it)")  # fmt: skip
     if gain_s - half_s > 0:
         return Tuned(base, f"{base.label()} kept: it beats every value of the grid, the best {best_label} "
                            f"({evidence})")  # fmt: skip
@@ -117,9 +120,9 @@ def split_jobs(jobs: list[TraceJob], fraction: float) -> tuple[list[TraceJob], l
     return ordered[:cut], ordered[cut:]
 
 
-# finished jobs below which tuned timers are said to be a guess: a rule of thumb (one job gave "x0"), not a
-# measured bound
-FEWEST_TUNING_JOBS = 5
+# finished jobs below which no timer is tuned: fewer than two batches of gain_interval_s (4 jobs) have no
+# spread to judge a gain by
+FEWEST_TUNING_JOBS = 4
 
 
 def plan_policies(
@@ -162,8 +165,9 @@ def plan_policies(
     choices = {p.name: tuned(known, cluster, p, uplink_factor, fabric) for p in bases if p.name in TIMED}
     policies = [choices[p.name].policy if p.name in choices else p for p in bases]
     few = (
-        f"; {len(known)} finished job(s) are too few to tune on (the given timers stay, unless one job "
-        "alone decides): use --tuning online or given, or a larger --tune-fraction"
+        f"; {len(known)} finished job(s) are too few to tune on (under {FEWEST_TUNING_JOBS}, no gain can "
+        "be told from the noise: the given timers stay): use --tuning online or given, or a larger "
+        "--tune-fraction"
         if len(known) < FEWEST_TUNING_JOBS else ""
     )
     return (

@@ -19,7 +19,8 @@ from stash_core.store.runs import run_rows
 def db(tmp_path):
     path = tmp_path / "r.duckdb"
     store.ingest_result(path, result_doc(run_id="20261122T110000Z-00000001", model="resnet10"))
-    store.ingest_result(path, result_doc(run_id="20261122T120000Z-00000002", model="resnet10", status="failed"))
+    failed = result_doc(run_id="20261122T120000Z-00000002", model="resnet10", status="failed")
+    store.ingest_result(path, failed)
     store.ingest_result(path, result_doc(run_id="20261122T130000Z-00000003", model="alexnet"))
     return path
 
@@ -48,7 +49,7 @@ def test_a_filter_that_matches_nothing_says_what_it_was_given(db, capsys) -> Non
     assert "invalid choice: 'done'" in capsys.readouterr().err
 
 
-def test_the_statuses_offered_are_a_results(db) -> None:
+def test_the_statuses_offered_are_a_result_files_and_other_columns_refused(db) -> None:
     assert STATUSES == RUN_STATUSES
     with pytest.raises(UsageError, match="runs are listed by model, instance, status, not by 'batch_size'"):
         run_rows(db, matching={"batch_size": "8"})

@@ -330,3 +330,6 @@ def test_down_of_a_mistyped_name_names_the_clusters_that_are_up(tmp_path, capsys
     monkeypatch.setattr(cluster_net, "live_cluster_names", lambda: ["default", "rev28"])
     assert main(["cluster", "down", "--name", "rev82", "--state-dir", str(tmp_path / "none")]) == 0
     assert capsys.readouterr().out.strip() == "no emulated cluster rev82 was up (up: default, rev28)"
+    # a state folder, no name: whichever cluster was meant, default among them
+    assert main(["cluster", "down", "--state-dir", str(tmp_path / "none")]) == 0
+    assert capsys.readouterr().out.strip().endswith("was up (up: default, rev28)")

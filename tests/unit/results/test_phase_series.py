@@ -21,6 +21,20 @@ def test_pooled_launches_are_checked_against_their_iteration_weighted_means():
         check_samples("R3", edited, (0.01 + 0.5) / 2, launches)
 
 
+def test_a_launch_left_out_of_the_pooled_figures_is_left_out_of_the_check():
+    """A round that not every run completed is not pooled, and its iterations are not among the samples: it
+    was weighed in, and a profile's own file refused."""
+    samples = {"iteration_s": [0.01] * 100}
+    launches = [{"round": 0, "pooled": True, "mean_s": 0.01, "iterations": 100},
+                {"round": 1, "pooled": False, "mean_s": 0.08, "iterations": 900}]  # fmt: skip
+    check_samples("R1", samples, 0.01, launches)
+    # launch figures no mean comes of (a file's hostile numbers): the phase's mean is the measure
+    for bad in ({"mean_s": 0.01, "iterations": 10**400}, {"mean_s": -0.5, "iterations": 10}):
+        check_samples("R1", samples, 0.01, [{"round": 0, **bad}])
+    with pytest.raises(UsageError, match="far from the phase's mean"):
+        check_samples("R1", samples, 0.5, [{"round": 0, "mean_s": -0.5, "iterations": 10}])
+
+
 def test_samples_without_times_or_a_mean_are_left_as_they_are():
     check_samples("R0", {}, 0.1)
     check_samples("R0", {"iteration_s": [None, None]}, 0.1)  # iterations that were not timed

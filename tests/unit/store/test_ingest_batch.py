@@ -149,6 +149,9 @@ def test_stash_ingest_names_every_bad_file_not_only_the_first(result_doc, tmp_pa
     assert lines[2] == ("stash: 2 of the 3 files cannot be stored (named above): nothing stored (--skip-bad "
                         "stores the others)")  # fmt: skip
     assert not db.exists()
+    assert main(["ingest", str(broken), str(truncated), "--db", str(db)]) == 2  # no others to store
+    assert capsys.readouterr().err.splitlines()[-1] == ("stash: 2 of the 2 files cannot be stored (named "
+                                                        "above): nothing stored")  # fmt: skip
     with pytest.raises(NothingStored, match="; 1 more file[(]s[)] cannot be stored either") as refused:
         store.ingest_files(db, [broken, truncated])
     assert [why.split(":")[0] for why in refused.value.reasons] == [str(broken), str(truncated)]
