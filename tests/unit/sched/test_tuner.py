@@ -8,6 +8,7 @@ from dataclasses import replace
 
 import pytest
 
+from stash_core.analysis.stats import mean_ci95
 from stash_core.errors import UsageError
 from stash_core.sched import Cluster, Policy, TraceJob, plan_policies, schedule_metrics, simulate, tune, tuner
 from stash_core.sched.estimate import PRIOR_S, Estimator
@@ -51,9 +52,10 @@ def test_the_gain_is_judged_on_batches_of_neighbouring_jobs_at_a_level_shared_by
     it were the only one."""
     alike = [-10.0, -20.0, -30.0, -40.0] * 4  # 16 jobs: 4 batches of 4, each averaging -25
     assert gain_interval_s(alike, 7) == (-25.0, 0.0)
-    one_stretch = [-100.0] * 50 + [0.0] * 50  # one busy period gained, the rest not: 10 batches
+    one_stretch = [-100.0] * 100 + [0.0] * 100  # one busy period gained, the rest not: 14 batches
     gain_s, half_s = gain_interval_s(one_stretch, 7)
-    assert gain_s == -50.0 and half_s > 50.0  # the lag-1 interval had said -50 s ± 35 s: a finding
+    assert gain_s == -50.0 and 44.0 < half_s < 44.5  # the lag-1 interval, mean_ci95, said ± 34.7 s
+    assert half_s > mean_ci95(one_stretch)[1]
     assert gain_interval_s([-5.0, -6.0, -7.0], 7)[1] == math.inf  # one batch: no spread to judge by
 
 
