@@ -10,9 +10,9 @@ online  set while the simulation runs from what the scheduler can know: delay's 
 split   a small grid (TUNING_DELAYS_S, TUNING_SCALES) simulated on the jobs of the first `fraction` (by
         arrival) that had finished when the first reported job arrives (simulated under consolidate: a
         job still running then has no known duration); the value with the lowest average JCT there
-        replaces the given timer only where it beats it beyond the noise of those jobs (gain_interval_s):
-        a grid whose values tie, or differ by less than the jobs vary, says nothing, and the given timer
-        is kept. Every policy is reported on the other jobs only, which the tuning never saw. The grid
+        replaces the given timer only where it beats it beyond the noise of those jobs' busy periods
+        (gain_interval_s): a grid whose values tie, or differ by less than the periods vary, or jobs that
+        keep the cluster busy in one stretch, say nothing, and the given timer is kept. Every policy is reported on the other jobs only, which the tuning never saw. The grid
         holds an infinite timer (wait for consolidation)
 """
 
@@ -56,20 +56,23 @@ def tuned(
     fabric: Fabric | None = None,
 ) -> Tuned:  # fmt: skip
     """The grid's value with the lowest average JCT on `jobs` (ties: the first in the grid), kept only where
-    its JCTs beat `base`'s (the given timer) beyond their noise (gain_interval_s: the interval lies below
-    zero). Otherwise the jobs cannot tell the timers apart and `base` stays."""
+    its JCTs beat `base`'s (the given timer) beyond their noise (gain_interval_s over the busy periods: the
+    interval lies below zero). Otherwise the jobs cannot tell the timers apart and `base` stays."""
     if base.name == "delay":
         grid = [replace(base, delay_s=d, online=False) for d in TUNING_DELAYS_S]
     else:
         grid = [replace(base, scale=k) for k in TUNING_SCALES]
-    given = _jcts_s(jobs, cluster, base, uplink_factor, fabric)
+    ordered = sorted(jobs, key=lambda job: (job.submit_s, job.job_id))
+    given = _finishes_s(ordered, cluster, base, uplink_factor, fabric)
     scored = []
     for i, policy in enumerate(grid):
-        jcts = _jcts_s(jobs, cluster, policy, uplink_factor, fabric)
-        scored.append((sum(jcts) / len(jcts), i, jcts))
+        finishes = _finishes_s(ordered, cluster, policy, uplink_factor, fabric)
+        jcts = [finish - job.submit_s for finish, job in zip(finishes, ordered, strict=True)]
+        scored.append((sum(jcts) / len(jcts), i, finishes))
     _, best_index, best = min(scored, key=lambda score: score[:2])
     differences_s = [mine - theirs for mine, theirs in zip(best, given, strict=True)]
-    gain_s, half_s = gain_interval_s(differences_s, len(grid))
+    periods = busy_periods(ordered, given, best)
+    gain_s, half_s = gain_interval_s(differences_s, periods, len(grid))
     evidence = f"{gain_s:+,.0f} s ± {half_s:,.0f} s a job against {base.label()}"
     best_label = grid[best_index].label()
     if gain_s + half_s < 0:
@@ -77,8 +80,9 @@ def tuned(
     if not any(differences_s):
         return Tuned(base, f"{base.label()} kept: no value of the grid did better on these jobs")
     if not math.isfinite(half_s):
-        return Tuned(base, f"{base.label()} kept: {len(jobs)} job(s) are too few to judge the best of the "
-                           f"grid, {best_label} ({gain_s:+,.0f} s a job against it)")  # fmt: skip
+        said = (f"the {len(jobs)} job(s) keep the cluster busy in one stretch, too few to judge the best of "
+                f"the grid, {best_label} ({gain_s:+,.0f} s a job against it)")  # fmt: skip
+        return Tuned(base, f"{base.label()} kept: {said}")
     if gain_s - half_s > 0:
         return Tuned(base, f"{base.label()} kept: it beats every value of the grid, the best {best_label} "
                            f"({evidence})")  # fmt: skip
@@ -86,29 +90,49 @@ def tuned(
                        f"({evidence})")  # fmt: skip
 
 
-def gain_interval_s(differences_s: list[float], compared: int) -> tuple[float, float]:
-    """The mean of jobs' paired JCT differences (in arrival order) and the half-width of its interval: 95%
-    shared among the `compared` values of the grid the best was picked from (Bonferroni), over batch means
-    of consecutive jobs (about sqrt(n) batches), since one placement delays the jobs queued behind it and
-    neighbours' differences are not independent. Infinite with fewer than two batches."""
+def busy_periods(ordered: list[TraceJob], *finishes_s: list[float]) -> list[int]:
+    """Each job's busy period (0, 1, ...), the jobs in arrival order: a new one starts with a job that
+    arrives after every earlier job has finished under each of the schedules `finishes_s` (each job's finish,
+    in the same order). Jobs of different periods never meet in a queue."""
+    periods, period, clear_s = [], -1, -math.inf
+    for index, job in enumerate(ordered):
+        if job.submit_s >= clear_s:
+            period += 1
+        periods.append(period)
+        clear_s = max(clear_s, *(finishes[index] for finishes in finishes_s))
+    return periods
+
+
+def gain_interval_s(
+    differences_s: list[float], periods: list[int], compared: int
+) -> tuple[float, float]:
+    """The mean of jobs' paired JCT differences and the half-width of its interval: one placement delays
+    every job queued behind it, so the jobs of one busy period (`periods`, busy_periods) are one piece of
+    evidence (a cluster-robust interval over the periods: Student t with periods - 1 degrees of freedom), at
+    95% shared among the `compared` values of the grid the best was picked from (Bonferroni). Infinite with
+    fewer than two periods."""
     count = len(differences_s)
     mean_s = math.fsum(differences_s) / count
-    batches = math.isqrt(count)
-    if batches < 2:
+    sums: dict[int, float] = {}
+    sizes: dict[int, int] = {}
+    for difference_s, period in zip(differences_s, periods, strict=True):
+        sums[period] = sums.get(period, 0.0) + difference_s
+        sizes[period] = sizes.get(period, 0) + 1
+    groups = len(sums)
+    if groups < 2:
         return mean_s, math.inf
-    edges = [round(k * count / batches) for k in range(batches + 1)]
-    means = [math.fsum(differences_s[a:b]) / (b - a) for a, b in zip(edges, edges[1:], strict=False)]
-    spread = math.sqrt(math.fsum((m - mean_s) ** 2 for m in means) / (batches - 1))
-    return mean_s, t_quantile(0.05 / compared, batches - 1) * spread / math.sqrt(batches)
+    residuals = math.fsum((sums[k] - mean_s * sizes[k]) ** 2 for k in sums)
+    standard_error = math.sqrt(groups / (groups - 1) * residuals) / count
+    return mean_s, t_quantile(0.05 / compared, groups - 1) * standard_error
 
 
-def _jcts_s(
-    jobs: list[TraceJob], cluster: Cluster, policy: Policy, uplink_factor: float, fabric: Fabric | None
+def _finishes_s(
+    ordered: list[TraceJob], cluster: Cluster, policy: Policy, uplink_factor: float, fabric: Fabric | None
 ) -> list[float]:
-    """Each job's completion time under `policy`, in arrival order (the order of `jobs`' outcomes)."""
-    outcomes = simulate(jobs, cluster, policy, uplink_factor, fabric)
-    by_id = {o.job.job_id: o.finish_s - o.job.submit_s for o in outcomes}
-    return [by_id[job.job_id] for job in sorted(jobs, key=lambda job: (job.submit_s, job.job_id))]
+    """Each job's finish under `policy`, in the order of `ordered`."""
+    outcomes = simulate(ordered, cluster, policy, uplink_factor, fabric)
+    by_id = {o.job.job_id: o.finish_s for o in outcomes}
+    return [by_id[job.job_id] for job in ordered]
 
 
 def split_jobs(jobs: list[TraceJob], fraction: float) -> tuple[list[TraceJob], list[TraceJob]]:
@@ -120,9 +144,8 @@ def split_jobs(jobs: list[TraceJob], fraction: float) -> tuple[list[TraceJob], l
     return ordered[:cut], ordered[cut:]
 
 
-# finished jobs below which no timer is tuned: fewer than two batches of gain_interval_s (4 jobs) have no
-# spread to judge a gain by
-FEWEST_TUNING_JOBS = 4
+# finished jobs below which the tuning is said to be thin: a rule of thumb, not a measured bound
+FEWEST_TUNING_JOBS = 5
 
 
 def plan_policies(
@@ -165,9 +188,8 @@ def plan_policies(
     choices = {p.name: tuned(known, cluster, p, uplink_factor, fabric) for p in bases if p.name in TIMED}
     policies = [choices[p.name].policy if p.name in choices else p for p in bases]
     few = (
-        f"; {len(known)} finished job(s) are too few to tune on (under {FEWEST_TUNING_JOBS}, no gain can "
-        "be told from the noise: the given timers stay): use --tuning online or given, or a larger "
-        "--tune-fraction"
+        f"; {len(known)} finished job(s) are too few to tune on (the given timers stay unless a gain stands "
+        "out of their noise): use --tuning online or given, or a larger --tune-fraction"
         if len(known) < FEWEST_TUNING_JOBS else ""
     )
     return (

@@ -13,7 +13,7 @@ from stash_core.errors import UsageError
 from stash_core.sched import Cluster, Policy, TraceJob, plan_policies, schedule_metrics, simulate, tune, tuner
 from stash_core.sched.estimate import PRIOR_S, Estimator
 from stash_core.sched.report import run_simulation
-from stash_core.sched.tuner import gain_interval_s
+from stash_core.sched.tuner import busy_periods, gain_interval_s
 
 
 def job(job_id, gpus, submit_s, duration_s, slowdown=3.0, model=None, estimate_s=None):
@@ -33,7 +33,7 @@ def repeated(jobs: list, times: int, gap_s: float = 400.0) -> list:
             for k in range(times) for j in jobs]  # fmt: skip
 
 
-# twelve Y jobs that each gain 101 s by waiting: beyond the noise of 36 jobs (6 batches of 6, each alike)
+# twelve Y jobs that each gain 101 s by waiting: beyond the noise of twelve busy periods, each alike
 TWELVE_FIRST = repeated(FIRST, 12)
 
 
@@ -46,23 +46,33 @@ def test_split_tunes_on_the_first_part_and_reports_on_the_rest():
     assert "delay 300 s (-34 s ± " in how and "a job against delay 0 s)" in how
 
 
-def test_the_gain_is_judged_on_batches_of_neighbouring_jobs_at_a_level_shared_by_the_grid():
-    """Differences in arrival order were taken as independent (a lag-1 correction): a stretch of queued jobs
-    that one placement delays read as many pieces of evidence, and the best of seven values was tested as if
-    it were the only one."""
-    alike = [-10.0, -20.0, -30.0, -40.0] * 4  # 16 jobs: 4 batches of 4, each averaging -25
-    assert gain_interval_s(alike, 7) == (-25.0, 0.0)
-    one_stretch = [-100.0] * 100 + [0.0] * 100  # one busy period gained, the rest not: 14 batches
-    gain_s, half_s = gain_interval_s(one_stretch, 7)
-    assert gain_s == -50.0 and 44.0 < half_s < 44.5  # the lag-1 interval, mean_ci95, said ± 34.7 s
-    assert half_s > mean_ci95(one_stretch)[1]
-    assert gain_interval_s([-5.0, -6.0, -7.0], 7)[1] == math.inf  # one batch: no spread to judge by
+def test_the_gain_is_judged_over_busy_periods_at_a_level_shared_by_the_grid():
+    """Differences in arrival order were taken as independent (a lag-1 correction, then batches of
+    neighbours): a stretch of queued jobs that one placement delays read as many pieces of evidence, and the
+    best of seven values was tested as if it were the only one."""
+    alike = [-10.0, -20.0, -30.0, -40.0] * 4  # four busy periods of four jobs, each averaging -25
+    assert gain_interval_s(alike, [0] * 4 + [1] * 4 + [2] * 4 + [3] * 4, 7) == (-25.0, 0.0)
+    one_stretch = [-100.0] * 100 + [0.0] * 100  # one busy period gained, another not
+    gain_s, half_s = gain_interval_s(one_stretch, [0] * 100 + [1] * 100, 7)
+    assert gain_s == -50.0 and half_s > 50.0  # two pieces of evidence: within the noise
+    assert mean_ci95(one_stretch)[1] < 35.0  # the lag-1 interval had called it a finding
+    assert gain_interval_s(one_stretch, [0] * 200, 7)[1] == math.inf  # one busy period: nothing to judge by
+
+
+def test_a_busy_period_ends_when_every_earlier_job_has_finished_under_both_schedules():
+    ordered = [job("a", 1, 0.0, 10.0), job("b", 1, 5.0, 10.0), job("c", 1, 30.0, 10.0),
+               job("d", 1, 41.0, 1.0)]  # fmt: skip
+    given, best = [10.0, 15.0, 40.0, 42.0], [10.0, 15.0, 45.0, 42.0]  # c ends at 45 under the best
+    assert busy_periods(ordered, given) == [0, 0, 1, 2]
+    assert busy_periods(ordered, given, best) == [0, 0, 1, 1]
 
 
 def test_a_given_timer_that_beats_the_grid_is_said_to(monkeypatch):
     """It was said to be "within the noise" of the grid's best, 50 s slower on every job."""
-    monkeypatch.setattr(tuner, "_jcts_s",
-                        lambda jobs, cluster, policy, *rest: [100.0 if policy.delay_s == 600 else 150.0] * 36)
+    def finishes_s(ordered, cluster, policy, *rest):
+        return [job.submit_s + (100.0 if policy.delay_s == 600 else 150.0) for job in ordered]
+
+    monkeypatch.setattr(tuner, "_finishes_s", finishes_s)
     chosen = tuner.tuned(TWELVE_FIRST, Cluster(1, 2, 4), Policy("delay", delay_s=600.0))
     assert chosen.policy == Policy("delay", delay_s=600.0)
     assert chosen.said == ("delay 600 s kept: it beats every value of the grid, the best delay 0 s "
@@ -79,8 +89,8 @@ def test_the_given_timer_stays_where_the_tuning_jobs_cannot_tell_the_timers_apar
                               fraction=8 / 11)  # fmt: skip
     assert "delay 600 s kept: no value of the grid did better on these jobs" in how
     _, _, how = plan_policies([Policy("delay")], [*FIRST, *REST], Cluster(1, 2, 4), "split", fraction=0.5)
-    assert "delay 0 s kept: 3 job(s) are too few to judge the best of the grid, delay 300 s (-34 s a " in how
-    # six jobs: Y1 gains 101 s by waiting, Y2 (not slowed when spread) loses 99 s: two batches
+    assert "delay 0 s kept: the 3 job(s) keep the cluster busy in one stretch, too few to judge the " in how
+    # six jobs: Y1 gains 101 s by waiting, Y2 (not slowed when spread) loses 99 s: two busy periods
     later = [replace(j, job_id=f"{j.job_id}b", submit_s=j.submit_s + 5000.0) for j in REST]
     _, _, how = plan_policies([Policy("delay")], [*FIRST, *REST, *later], Cluster(1, 2, 4), "split",
                               fraction=6 / 9)  # fmt: skip
