@@ -9,6 +9,7 @@ from typing import Any
 
 from stash_core.errors import UsageError
 from stash_core.results.values import check_identifier, check_numbers
+from stash_core.units import finite_float
 
 SAMPLE_KEYS = ("iteration_s", "data_s", "forward_s", "backward_s", "optimizer_s", "slowest_rank")
 # The samples' mean over what they are made of, the launches' means weighted by their iterations (the
@@ -35,11 +36,11 @@ def check_samples(name: str, samples: dict[str, Any], phase_mean: Any, launches:
     if len(set(lengths.values())) > 1:
         counts = ", ".join(f"{key}={count}" for key, count in lengths.items())
         raise UsageError(f"result file: phase {name} sample lists differ in length ({counts})")
-    times = [v for v in samples.get("iteration_s") or [] if _finite(v)]
+    times = [t for v in samples.get("iteration_s") or [] if (t := finite_float(v)) is not None]
     expected_s, made_of = _launches_mean_s(launches), "its launches' means weighted by their iterations"
     if expected_s is None:
-        expected_s, made_of = phase_mean, "the phase's mean"
-    if times and _finite(expected_s) and expected_s > 0:
+        expected_s, made_of = finite_float(phase_mean), "the phase's mean"
+    if times and expected_s is not None and expected_s > 0:
         mean_s = math.fsum(times) / len(times)
         if not 1 / MEAN_RATIO_LIMIT <= mean_s / expected_s <= MEAN_RATIO_LIMIT:
             raise UsageError(
@@ -54,7 +55,8 @@ def _launches_mean_s(launches: Any) -> float | None:
     hostile numbers: the phase's mean is then the measure)."""
     pairs = [(launch.get("mean_s"), launch.get("iterations")) for launch in launches or []
              if isinstance(launch, dict) and launch.get("pooled", True)]  # fmt: skip
-    pairs = [(mean_s, count) for mean_s, count in pairs if _finite(mean_s) and _finite(count) and count > 0]
+    pairs = [(finite_float(mean_s), finite_float(count)) for mean_s, count in pairs]
+    pairs = [(mean_s, count) for mean_s, count in pairs if mean_s is not None and count and count > 0]
     try:
         weighted_s = math.fsum(mean_s * count for mean_s, count in pairs) / math.fsum(c for _, c in pairs)
     except (OverflowError, ZeroDivisionError):
@@ -81,19 +83,9 @@ def check_telemetry(name: str, telemetry: dict[str, Any]) -> None:
         check_identifier(f"phase {name} telemetry metric name", metric)
         check_numbers(f"phase {name} telemetry metric {metric}", values)
         most = 100.0 if metric.endswith("_pct") else TELEMETRY_CEILING
-        wrong = next((v for v in values if _finite(v) and not 0 <= v <= most), None)
+        wrong = next((v for v in values if finite_float(v) is not None and not 0 <= v <= most), None)
         if wrong is not None:
             raise UsageError(
                 f"result file: phase {name} telemetry metric {metric} holds {wrong!r}; a measured value lies "
                 f"between 0 and {most:g}"
             )
-
-
-def _finite(value: Any) -> bool:
-    """A number that is a float's (an integer past a float's range is not)."""
-    if not isinstance(value, int | float) or isinstance(value, bool):
-        return False
-    try:
-        return math.isfinite(value)
-    except OverflowError:
-        return False
