@@ -13,6 +13,7 @@ import argparse
 import csv
 import math
 import signal
+import sys
 from collections.abc import Callable, Iterable
 
 
@@ -25,9 +26,12 @@ class BenchParser(argparse.ArgumentParser):
 
 def bench_parser(doc: str | None) -> argparse.ArgumentParser:
     """A parser that prints the docstring as written (argparse would rewrap it and a one-line cut would end
-    mid-sentence). A bench whose reader goes away (`| head`) ends quietly, as a Unix tool ended by SIGPIPE,
-    not with a traceback."""
-    if hasattr(signal, "SIGPIPE"):
+    mid-sentence). A bench run as the program whose reader goes away (`| head`) ends quietly, as a Unix tool
+    ended by SIGPIPE, not with a traceback. SIGPIPE is the process's: a bench imported by another program (a
+    test calling its parse_args) leaves it as that program has it, where the default would end the program
+    silently at its next write to a pipe whose reader has gone (a child that exited before reading)."""
+    run_as_program = sys._getframe(1).f_globals.get("__name__") == "__main__"
+    if run_as_program and hasattr(signal, "SIGPIPE"):
         signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     return BenchParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
 

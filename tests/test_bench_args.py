@@ -194,6 +194,21 @@ def test_a_bench_whose_reader_goes_away_ends_without_a_traceback() -> None:
     assert "Traceback" not in stderr and "BrokenPipe" not in stderr, stderr
 
 
+def test_a_bench_imported_by_another_program_leaves_its_sigpipe_as_it_was(monkeypatch) -> None:
+    """A test calling bench/schedule.py's parse_args set this process's SIGPIPE to the default: the pytest
+    process then ended silently at its next write to a child that had exited before reading (xdist: "worker
+    crashed" in a test of SkyPilot's check, files later)."""
+    import signal
+
+    monkeypatch.syspath_prepend(str(REPO / "bench"))
+    from schedule import parse_args
+
+    monkeypatch.setattr(sys, "argv", ["schedule.py", "--jobs=300"])
+    before = signal.getsignal(signal.SIGPIPE)
+    parse_args()
+    assert signal.getsignal(signal.SIGPIPE) == before == signal.SIG_IGN  # Python's own, for every program
+
+
 @pytest.mark.parametrize("helper", ["interleaved.py", "bench_args.py"])
 def test_a_helper_module_run_as_a_benchmark_says_what_it_is(bench_python, helper: str) -> None:
     """Run directly (`--help` included) they printed nothing and exited 0, as if a benchmark had run."""
