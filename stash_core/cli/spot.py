@@ -53,7 +53,7 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
         help="parameter-server bandwidth (Gbit/s; default: the workload's measured one, else 9.6)",
     )
     spot.add_argument(
-        "--pcie-gbps", type=positive_real(1e5), default=80.0, help="PCIe bandwidth within a worker"
+        "--pcie-gbps", type=positive_real(1e5), default=80.0, help="PCIe bandwidth within a worker, Gbit/s"
     )
     spot.add_argument(
         "--revocation-s", type=non_negative(YEAR_S), default=0.0, help="overhead of a revoked instance"
@@ -75,7 +75,7 @@ def add_commands(subparsers: Any, parser_class: type[argparse.ArgumentParser] | 
         "--csv",
         required=True,
         type=input_path,
-        help="loss curves: iteration, loss, batch_size, workers [, R]",
+        help="loss curves: iteration (updates over all workers), loss, batch_size, workers [, R]",
     )
     fit_loss.add_argument(
         "--workload", required=True, type=output_path, help="workload file to write g and the fit into"

@@ -45,7 +45,7 @@ def _common(parser: argparse.ArgumentParser, offers_text: Any) -> None:
         "--ps-gbps", type=positive_real(1e5), default=None,
         help="parameter-server bandwidth (Gbit/s; default: the workload's measured one, else 9.6)",
     )  # fmt: skip
-    parser.add_argument("--pcie-gbps", type=positive_real(1e5), default=80.0, help="PCIe bandwidth")
+    parser.add_argument("--pcie-gbps", type=positive_real(1e5), default=80.0, help="PCIe bandwidth, Gbit/s")
     parser.add_argument("--json", action="store_true", help="print the answer as JSON")
     add_db_argument(parser)
 

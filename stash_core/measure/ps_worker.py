@@ -105,7 +105,8 @@ def train(model, info, rank: int, batch: int, duration_s: float, clock=time.mono
     size = sum(p.numel() for p in model.parameters())
     outgoing = torch.zeros(size + 1)
     incoming = torch.empty(size + 1)
-    records = []  # compute_s, push_start, exchange_s, loss, updates at the pull
+    records = []  # compute_s, push_start, exchange_s, loss, updates in the parameters the loss was taken on
+    updates_seen = 0.0  # the server's update count in this worker's parameters: none before the first pull
     end = time.monotonic() + duration_s
     while time.monotonic() < end:
         started = time.perf_counter()
@@ -120,7 +121,8 @@ def train(model, info, rank: int, batch: int, duration_s: float, clock=time.mono
         exchange_s = time.perf_counter() - computed
         _load_params(model, incoming[:size])
         if len(records) < MAX_RECORDS:
-            records.append([computed - started, push_start, exchange_s, float(loss), incoming[size].item()])
+            records.append([computed - started, push_start, exchange_s, loss.item(), updates_seen])
+        updates_seen = incoming[size].item()  # the next step's loss is taken on the parameters just pulled
     outgoing[size] = STOP
     dist.send(outgoing, dst=0)
     return {"role": "worker", "rank": rank, "batch": batch, "records": records}

@@ -26,7 +26,7 @@ import numpy as np
 
 from stash_core.analysis.stats import share_ci95, t_quantile_975
 from stash_core.errors import UsageError
-from stash_core.spot.model import Worker, Workload
+from stash_core.spot.model import Worker, Workload, most_workers
 from stash_core.spot.planner import InstanceOffer, PlanResult, plan_spot_cluster
 from stash_core.spot.replan import loss_after, remaining_plan, replan, workers_of
 from stash_core.units import usd_words
@@ -111,6 +111,11 @@ def starting_plan(offers: list[InstanceOffer], plan_workload: Workload, target_l
                   links: dict) -> PlanResult:  # fmt: skip
     """The plan every simulated training starts from (the same for each: planned once per strategy)."""
     first = plan_spot_cluster(offers, plan_workload, target_loss, deadline_s, **links)
+    if not first.candidates and most_workers(plan_workload) >= 1:
+        # eq. 16: the deadline needs more workers than the quotas hold, so no cluster was evaluated; the
+        # training starts on the fastest cluster there is, as where every cluster evaluated misses it
+        anyway = replan([], offers, plan_workload, target_loss, math.inf, deadline_s, **links)
+        first = dataclasses.replace(anyway, infeasible_reason=first.infeasible_reason)
     if not first.candidates:  # not even a cluster to start with and miss the deadline on
         raise NoStartingPlan(f"simulation: no cluster to start training with: {first.infeasible_reason}")
     if all(plan.untrained for plan in first.candidates):  # the target is above where training starts

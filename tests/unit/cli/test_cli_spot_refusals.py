@@ -133,13 +133,27 @@ def test_a_trace_that_never_lets_training_finish_says_so(tmp_path, capsys):
     assert spot["never_finishes"] == 1 and spot["mean_time_s"] is None and spot["p_deadline"] == 0
 
 
-def test_a_deadline_no_cluster_can_start_on_is_no_plan_as_spot_says_it(tmp_path, capsys):
+def test_a_deadline_that_needs_more_workers_than_the_quotas_hold_trains_the_fastest_cluster(tmp_path, capsys):
+    """Eq. 16's bound above the quotas left no cluster evaluated, and the simulation answered "no plan"
+    (exit 1), where a deadline every cluster evaluated misses trained the fastest: the two are one case."""
+    status, out = _stash(tmp_path, capsys, ["spot-simulate", "--deadline-s", "30", "--rate-per-h", "1",
+                                            "--json"])  # fmt: skip
+    assert status == 0, out.err
+    spot = json.loads(out.out)["strategies"][0]
+    assert spot["p_deadline"] == 0 and spot["first_plan"] == "4 x g3.4xlarge + 5 x g3.8xlarge"
+    status, out = _stash(tmp_path, capsys, ["spot-simulate", "--deadline-s", "30", "--rate-per-h", "1"])
+    note = "spotDNN: no plan meets the deadline even without revocations (training within 30 s needs at"
+    assert note in out.out
+
+
+def test_a_server_that_saturates_before_one_worker_is_no_plan_as_spot_says_it(tmp_path, capsys):
     """It exited 2 (bad usage), where `stash spot` answers the same case "no plan" with exit status 1."""
-    simulate = ["spot-simulate", "--deadline-s", "30", "--rate-per-h", "1"]
-    status, out = _stash(tmp_path, capsys, simulate)
+    simulate = ["spot-simulate", "--deadline-s", "3000", "--rate-per-h", "1"]
+    saturated = {**WORKLOAD, "b1": 1.0}
+    status, out = _stash(tmp_path, capsys, simulate, workload=saturated)
     assert status == 1 and out.out.startswith("no plan: no cluster to start training with")
     assert out.err.startswith("stash: no plan: no cluster to start training with")  # as recommend says one
-    status, out = _stash(tmp_path, capsys, [*simulate, "--json"])
+    status, out = _stash(tmp_path, capsys, [*simulate, "--json"], workload=saturated)
     answer = json.loads(out.out)
     assert status == 1 and answer["exit_status"] == 1 and answer["error"].startswith("no plan: ")
     assert out.err == f"stash: {answer['error']}\n"

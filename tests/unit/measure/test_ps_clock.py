@@ -42,3 +42,34 @@ def test_one_machine_uses_the_monotonic_clock_and_several_the_wall_clock():
     assert ps_worker._args(ps_module_args([1], "m", 4, 2.0)).clock == "monotonic"
     remote = ps_module_args([1], "m", 4, 2.0, clock="wall")
     assert ps_worker._args(remote).clock == "wall" and ps_worker._args(remote).counts == [1]
+
+
+class _PullsOfOthers:
+    """torch.distributed as a worker sees the PS: each pull brings the server's parameters after this push and
+    one of another worker's, so its update count goes 2, 4, 6..."""
+
+    def __init__(self, params: torch.Tensor) -> None:
+        self.params, self.pulls = params, 0
+
+    def send(self, tensor, dst):
+        pass
+
+    def recv(self, tensor, src=None):
+        self.pulls += 1
+        tensor[:-1] = self.params
+        tensor[-1] = 2.0 * self.pulls
+
+
+def test_a_workers_loss_is_paired_with_the_updates_in_the_parameters_it_was_taken_on(monkeypatch):
+    """Each loss row carried the update count of the pull after it: a loss of untrained parameters stood at
+    update 2 (n updates late with n workers), and the loss curves spot-profile writes were shifted by it."""
+    from support import TINY_CNN
+
+    from stash_core.zoo.build import build_model
+
+    model, info = build_model(TINY_CNN, 10, (3, 32, 32))
+    params = torch.cat([p.detach().reshape(-1) for p in model.parameters()])
+    monkeypatch.setattr(torch, "distributed", _PullsOfOthers(params))
+    trained = ps_worker.train(model, info, rank=1, batch=2, duration_s=0.3)
+    counts = [record[4] for record in trained["records"]]
+    assert len(counts) >= 2 and counts == [2.0 * step for step in range(len(counts))]
