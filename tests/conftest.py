@@ -112,3 +112,31 @@ def measured_launch(tmp_path_factory: pytest.TempPathFactory) -> list[dict]:
     assert done.returncode == 0, done.stderr
     assert [outcome["status"] for outcome in outcomes] == ["completed"]
     return outcomes
+
+
+# Signals whose default action ends a process without a word: a test that leaves one of them changed in the
+# pytest process (or a real-time timer armed) ends that process later, in a test of another file, and xdist
+# says only "worker crashed".
+SILENT_ENDINGS = tuple(
+    getattr(signal, name) for name in ("SIGPIPE", "SIGALRM", "SIGUSR1", "SIGUSR2", "SIGHUP", "SIGTERM")
+    if hasattr(signal, name)
+)  # fmt: skip
+
+
+@pytest.fixture(autouse=True)
+def _signals_left_as_found():
+    """Each test leaves this process's handlers of SILENT_ENDINGS, and its real-time timer, as it found them:
+    one that does not fails here, and they are put back for the tests after it."""
+    before = {sig: signal.getsignal(sig) for sig in SILENT_ENDINGS}
+    timer_armed = signal.getitimer(signal.ITIMER_REAL)[0] > 0
+    yield
+    changed = [sig for sig, handler in before.items() if signal.getsignal(sig) != handler]
+    for sig in changed:
+        if before[sig] is not None:  # None: set outside Python, and Python cannot set it back
+            signal.signal(sig, before[sig])
+    left_armed = not timer_armed and signal.getitimer(signal.ITIMER_REAL)[0] > 0
+    if left_armed:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    if changed or left_armed:
+        names = [signal.Signals(sig).name for sig in changed] + (["ITIMER_REAL armed"] if left_armed else [])
+        pytest.fail(f"the test left this process's {', '.join(names)} changed (put back now)", pytrace=False)
