@@ -31,11 +31,13 @@ from typing import Any
 
 from stash_core.campaign.cloud_plan import CloudPlan, InstancePlan
 from stash_core.campaign.cloud_results import COPY_TIMEOUT_S, ResultCopier
+from stash_core.campaign.cluster_locks import clusters_held
 from stash_core.campaign.plan import CampaignItem, CampaignSettings
 from stash_core.campaign.remote import parse_finished, parse_setting_up, parse_started
 from stash_core.campaign.skypilot_task import task_config
 from stash_core.errors import UsageError, first_line
 from stash_core.interrupts import held_interrupts, stop_exception
+from stash_core.results.file import results_dir_of
 
 DEFAULT_IDLE_MINUTES = 15
 END_WAIT_S = 120.0  # after Ctrl-C and the teardowns, how long the workers get to end
@@ -53,6 +55,9 @@ class TypeOutcome:
     left_running: str | None = None  # the one line that names a cluster not torn down
     started: float | None = None
     ended: float | None = None
+    # while SkyPilot's launch has not returned: the cluster may not exist yet, and a teardown then finds
+    # nothing to remove, so the worker tears it down once the launch returns (set under _Clusters.lock)
+    launching: bool = False
     # held while a finished profile's result is copied back and stored: a teardown waits for it
     copying: threading.Lock = field(default_factory=threading.Lock)
 
@@ -86,6 +91,8 @@ class _Clusters:
         """Tear the cluster down (once); on failure, name it and the command that removes it."""
         cluster = outcome.plan.cluster
         with self.lock:
+            if outcome.launching:  # its worker tears it down once the launch returns (it sees `stop`)
+                return
             if self.live.pop(cluster, None) is None:
                 return
         # a result being copied back is kept: its copy ends first (ssh gives up within COPY_TIMEOUT_S)
@@ -95,6 +102,7 @@ class _Clusters:
                 self.sky.get(self.sky.down(cluster))
                 if outcome.state != "launch failed":
                     outcome.state = "down"
+                outcome.left_running = None
             except Exception as error:  # noqa: BLE001 - SkyPilot's errors, or none left to remove
                 if _no_such_cluster(error):
                     outcome.ended = outcome.ended or time.monotonic()
@@ -159,8 +167,8 @@ def run_cloud_campaign(
     report = report or (lambda line: None)
     outcomes = [TypeOutcome(item) for item in plan.instances]
     clusters = _Clusters(sky, idle_minutes)
-    copier = ResultCopier(settings.db_path, Path(results_dir or settings.results_dir or "results"))
-    stop = threading.Event()
+    folder = results_dir or settings.results_dir or results_dir_of(settings.db_path)
+    copier = ResultCopier(settings.db_path, Path(folder).resolve())  # the database names files by full path
     lock = threading.Lock()
 
     def say(outcome: TypeOutcome, text: str) -> None:
@@ -173,7 +181,16 @@ def run_cloud_campaign(
             outcome.state = "skipped"
             say(outcome, f"all {len(outcome.plan.stored)} configuration(s) stored: not launched")
     todo = [outcome for outcome in outcomes if outcome.plan.todo]
-    pool = ThreadPoolExecutor(max_workers=max(1, plan.parallel), thread_name_prefix="stash-cloud")
+    with clusters_held([outcome.plan.cluster for outcome in todo]):
+        return _run_types(outcomes, todo, settings, sky, clusters, copier, idle_minutes, say, plan.parallel,
+                          report)  # fmt: skip
+
+
+def _run_types(outcomes, todo, settings, sky, clusters, copier, idle_minutes, say, parallel, report):
+    """Each instance type of `todo` in a worker of its own, `parallel` at once; on Ctrl-C or an error, every
+    cluster torn down first."""
+    stop = threading.Event()
+    pool = ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="stash-cloud")
     futures = []
     try:
         with held_interrupts() as received:  # every worker known before a Ctrl-C is acted on
@@ -196,6 +213,13 @@ def run_cloud_campaign(
         clusters.down_all()
         pool.shutdown(wait=False, cancel_futures=True)
         wait(futures, timeout=END_WAIT_S)  # the workers end as their clusters go
+        for outcome in outcomes:
+            if outcome.launching:
+                outcome.left_running = (
+                    f"{outcome.plan.cluster} ({outcome.plan.offer.name}) was still being launched after "
+                    f"{END_WAIT_S:.0f} s: it is torn down when its launch returns, unless this process is "
+                    f"ended first; then remove it with `sky down {outcome.plan.cluster}`"
+                )
         raise
     finally:
         for outcome in outcomes:
@@ -223,16 +247,26 @@ def _run_type(outcome, settings, sky, clusters, copier, idle_minutes, stop, say)
         say(outcome, f"provisioning {plan.cluster} ({offer.provider} {offer.region}, {offer.pricing} "
                      f"${offer.usd_per_h:g}/h), then setting up Stash")  # fmt: skip
         task = sky.Task.from_yaml_config(task_config(plan, settings, idle_minutes))
-        request = sky.launch(task, cluster_name=plan.cluster, idle_minutes_to_autostop=idle_minutes,
-                             down=True, retry_until_up=False)  # fmt: skip
-        setting_up = LineStream(lambda line: parse_setting_up(line) and say(outcome, "setting up Stash"))
-        job_id, _ = sky.stream_and_get(request, output_stream=setting_up)
+        with clusters.lock:  # a stop from here on finds the launch under way, and leaves its teardown to us
+            stopped = stop.is_set()
+            outcome.launching = not stopped
+        if stopped:
+            clusters.down(outcome)
+            return
+        try:
+            request = sky.launch(task, cluster_name=plan.cluster, idle_minutes_to_autostop=idle_minutes,
+                                 down=True, retry_until_up=False)  # fmt: skip
+            setting_up = LineStream(lambda line: parse_setting_up(line) and say(outcome, "setting up Stash"))
+            job_id, _ = sky.stream_and_get(request, output_stream=setting_up)
+        finally:
+            with clusters.lock:
+                outcome.launching = False
     except Exception as error:  # noqa: BLE001 - SkyPilot's launch errors (capacity, quota, credentials)
         outcome.state, outcome.error = "launch failed", f"{type(error).__name__}: {first_line(str(error))}"
         say(outcome, f"launch failed: {outcome.error}")
         clusters.down(outcome)
         return
-    if stop.is_set():  # stopped while it launched: the main thread tears it down
+    if stop.is_set():  # stopped while it launched: the main thread left its teardown to this worker
         clusters.down(outcome)
         return
     outcome.state = "profiling"

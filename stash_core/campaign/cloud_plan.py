@@ -194,11 +194,14 @@ def offer_of(db_path: Path | str, name: str, spot: bool = False, region: str | N
 
 
 
-def cluster_name(instance: str, db_path: Path | str) -> str:
-    """The SkyPilot cluster of one instance type for one database: the same name on every run of the same
-    campaign, so a re-run after a crash finds (and reuses, or removes) the cluster it left."""
+def cluster_name(instance: str, db_path: Path | str, spot: bool = False, region: str = "") -> str:
+    """The SkyPilot cluster of one instance type for one database, region and pricing: the same name on every
+    run of the same campaign, so a re-run after a crash finds (and reuses, or removes) the cluster it left;
+    another region or spot is another cluster (SkyPilot refuses to relaunch one with other resources, and
+    the failed launch's teardown would remove what the other campaign runs on)."""
     slug = re.sub(r"[^a-z0-9]+", "-", instance.lower()).strip("-")[:24].strip("-")
-    digest = hashlib.sha256(f"{Path(db_path).resolve()}\0{instance}".encode()).hexdigest()[:6]
+    key = f"{Path(db_path).resolve()}\0{instance}\0{region}\0{'spot' if spot else 'on-demand'}"
+    digest = hashlib.sha256(key.encode()).hexdigest()[:6]
     return f"stash-{slug}-{digest}"
 
 
@@ -240,7 +243,7 @@ def plan_cloud(
         else:
             sweep = plan_campaign(models, batch_sizes, counts, [1], instance=offer.name, check_models=False)
         check_measurable_plan(sweep, settings)
-        sweeps.append((offer, *split_done(sweep, settings, done)))
+        sweeps.append((offer, *_split_done_in_checkout(sweep, settings, done)))
     steps, notes = _predicted(sweeps, predict or predict_steps(settings))
     plans = []
     for offer, todo, stored in sweeps:
@@ -250,11 +253,23 @@ def plan_cloud(
                 profile_spec(item, settings), steps.get((_config(item), offer.name))
             )
             estimates.append(ProfileEstimate(item, seconds, basis))
-        plans.append(InstancePlan(offer, cluster_name(offer.name, settings.db_path), estimates, stored))
+        plans.append(InstancePlan(offer, cluster_name(offer.name, settings.db_path, offer.spot, offer.region),
+                                  estimates, stored))  # fmt: skip
     from stash_core.decide.recommend.explain import old_prices_line  # pandas: not for --help
 
     dated = [plan.offer.price_date for plan in plans if plan.offer.price_date]
     return CloudPlan(plans, spot, parallel, notes, old_prices_line(dated, len(plans) - len(dated)))
+
+
+def _split_done_in_checkout(sweep: list[CampaignItem], settings: CampaignSettings,
+                            done: dict) -> tuple[list[CampaignItem], list[CampaignItem]]:  # fmt: skip
+    """split_done of a sweep whose model files are named by their path in the checkout, as the machines name
+    them: their contents are compared as this checkout holds them, from whatever folder the campaign starts
+    (from another, the relative name found no file and a changed model counted as stored)."""
+    here = [replace(item, model=model_ref(item.model)) for item in sweep]
+    todo, stored = split_done(here, settings, done)
+    as_named = {id(local): item for local, item in zip(here, sweep, strict=True)}
+    return [as_named[id(item)] for item in todo], [as_named[id(item)] for item in stored]
 
 
 def _config(item: CampaignItem) -> tuple[str, int, int]:

@@ -8,7 +8,9 @@ SkyPilot names every cluster for ssh: it writes ~/.sky/generated/ssh/CLUSTER and
 
 from __future__ import annotations
 
+import re
 import threading
+import time
 from pathlib import Path
 
 from stash_core.campaign.cloud_plan import InstancePlan
@@ -21,6 +23,17 @@ from stash_core.userfiles import parse_json
 
 COPY_TIMEOUT_S = 120.0
 CLOUD_KEY = "cloud"  # spec.cloud of a run a cloud campaign stored
+_PLAIN_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
+
+
+def _run_mark(doc: object) -> str:
+    """What makes a copied-back file's name its run's own: the run id where it is a plain name, else the UTC
+    time of the copy. The remote file is named by its configuration alone, and a second run of it (a retry,
+    another --input-shape) replaced the first one's file that the database names."""
+    run_id = doc.get("run_id") if isinstance(doc, dict) else None
+    if isinstance(run_id, str) and _PLAIN_ID.match(run_id):
+        return run_id
+    return time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
 
 
 def cluster_target(cluster: str) -> SshTarget:
@@ -65,6 +78,7 @@ class ResultCopier:
                 doc = parse_json(copied.stdout, f"{plan.cluster}:{remote}")
                 if isinstance(doc, dict) and isinstance(doc.get("spec"), dict):
                     doc["spec"][CLOUD_KEY] = cloud_record(plan)
+                local = local.with_name(f"{local.stem}-{_run_mark(doc)}.json")
                 write_result_atomic(local, doc)
                 doc = load_result(local)
                 from stash_core.store import ingest_result

@@ -111,7 +111,13 @@ def test_sigint_half_way_then_resume_stores_each_configuration_once(tmp_path, ho
     ], "\n".join(lines)
     assert {row[4:] for row in rows} == {("aws", "us-east-1", "2025-01-01", "on-demand")}
     names = sorted(path.name for path in (tmp_path / "results").rglob("*.json"))
-    assert names == [f"examples-models-tiny_cnn.py-make_b{batch}_w1_n1.json" for batch in (4, 4, 8)]
+    with duckdb.connect(str(settings.db_path), read_only=True) as con:
+        run_ids = {row[0] for row in con.execute("SELECT run_id FROM runs").fetchall()}
+    parts = [name[: -len(".json")].rsplit("-", 2) for name in names]  # CONFIGURATION-RUN_ID
+    assert sorted(configuration for configuration, *_ in parts) == [
+        f"examples-models-tiny_cnn.py-make_b{batch}_w1_n1" for batch in (4, 4, 8)
+    ]
+    assert {"-".join(run_id) for _, *run_id in parts} <= run_ids
     progress = [line for line in lines if line.startswith("g4dn.xlarge")]
     for step in ("provisioning", "setting up", "profiling 1 of", "copied back 1 of", "tearing down", "down:"):
         assert any(step in line for line in progress), (step, progress)

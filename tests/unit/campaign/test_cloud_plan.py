@@ -177,6 +177,10 @@ def test_cluster_names_are_stable_and_valid(tmp_path):
     assert name != cluster_name("Standard_NC24ads_A100_v4", tmp_path / "b.duckdb")
     assert re.fullmatch(r"stash-[a-z0-9-]+-[0-9a-f]{6}", name) and len(name) <= 40
     assert cluster_name("g5.xlarge", tmp_path / "a.duckdb").startswith("stash-g5-xlarge-")
+    # two campaigns of one database in another region or pricing: two clusters, not one taken from the other
+    names = {cluster_name("g6.xlarge", tmp_path / "a.duckdb", spot, region)
+             for spot in (False, True) for region in ("us-east-1", "us-west-2")}  # fmt: skip
+    assert len(names) == 4
 
 
 def test_the_step_model_predicts_the_plan(settings):
@@ -263,3 +267,22 @@ def test_the_plan_names_catalog_rows_an_older_stash_seeded(settings):
     plan = plan_cloud(["g4dn.xlarge", "g5.xlarge"], ["resnet18"], [8], None, settings)
     warned = [note for note in plan.notes if "older Stash" in note]
     assert len(warned) == 1 and "g4dn.xlarge (network_gbps)" in warned[0] and "instances seed" in warned[0]
+
+
+@pytest.mark.parametrize("same_contents", [True, False], ids=["unchanged", "edited since"])
+def test_a_stored_model_file_is_matched_by_its_contents_from_any_folder(settings, monkeypatch, tmp_path,
+                                                                         same_contents):  # fmt: skip
+    """The machines name a model file by its path in the checkout; its contents were read by that path from
+    the folder the campaign started in, so from any other an edited model counted as stored."""
+    from stash_core.zoo_names import model_file_sha256
+
+    model = "examples/models/tiny_cnn.py:make"
+    sha256 = model_file_sha256(f"{REPO}/{model}") if same_contents else "0" * 64
+    doc = result_doc(model, batch_size=32, workers=1, nodes=1, instance="g4dn.xlarge", device="cuda",
+                     spec_extra={"model_sha256": sha256, "num_classes": 10})  # the model's own  # fmt: skip
+    doc["fingerprint"].update(gpu_count=1, gpus=[{"index": 0, "name": "Tesla T4"}])
+    ingest_result(settings.db_path, doc)
+    for folder in (REPO, tmp_path):
+        monkeypatch.chdir(folder)
+        plan = plan_cloud(["g4dn.xlarge"], [f"{REPO}/{model}"], [32], None, settings, predict=fixed_steps)
+        assert len(plan.instances[0].stored) == (1 if same_contents else 0), folder

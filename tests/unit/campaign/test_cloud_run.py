@@ -274,6 +274,32 @@ def test_ctrl_c_through_the_command_tears_down_and_exits_130(capsys, monkeypatch
     assert sky.clusters == {} and [call for call, _ in sky.calls] == ["launch", "down"]
 
 
+class LateCluster(FakeSky):
+    """SkyPilot's launch registers the cluster some time after it was asked for (its request queue, the
+    optimizer): Ctrl-C comes before the cluster exists."""
+
+    def _launch(self, config, name, stream):
+        os.kill(os.getpid(), signal.SIGINT)
+        time.sleep(0.5)  # the main thread stops meanwhile: a teardown now finds no such cluster
+        self.clusters.setdefault(name, FakeCluster(name, config["resources"]["instance_type"]))
+        return 1, None
+
+
+def test_ctrl_c_before_the_cluster_exists_tears_it_down_once_launched(capsys, monkeypatch, tmp_path):
+    """The main thread's teardown found no such cluster and counted it gone; the launch then made it, and
+    the worker's own teardown skipped it as torn down: a rented cluster left running, and nothing said."""
+    sky = LateCluster(tmp_path, tmp_path)
+    monkeypatch.setitem(sys.modules, "sky", sky)
+    monkeypatch.setattr(skypilot_task, "skypilot_installed", lambda: True)
+    monkeypatch.setattr(cloud_plan, "predict_steps", lambda settings: steps)
+    result = stash_here(
+        capsys, monkeypatch, *CLOUD, "--instances", "g5.xlarge", "--db", str(tmp_path / "c.db")
+    )
+    assert result.returncode == 130, result
+    assert sky.clusters == {} and [call for call, _ in sky.calls] == ["launch", "down"]
+    assert "may still be running" not in result.stderr
+
+
 def test_a_local_campaign_that_no_profile_could_run_is_refused_before_it_plans(capsys, monkeypatch, tmp_path):
     """Several nodes without --bandwidths (models) or with a script, and a --results-dir below a file: each
     profile would have been refused in turn (the dry run listed them 'to run')."""
