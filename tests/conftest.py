@@ -130,13 +130,13 @@ def _signals_left_as_found():
     before = {sig: signal.getsignal(sig) for sig in SILENT_ENDINGS}
     timer_armed = signal.getitimer(signal.ITIMER_REAL)[0] > 0
     yield
+    left_armed = not timer_armed and signal.getitimer(signal.ITIMER_REAL)[0] > 0
+    if left_armed:  # first: an alarm between the default handler's return and this would end the process
+        signal.setitimer(signal.ITIMER_REAL, 0)
     changed = [sig for sig, handler in before.items() if signal.getsignal(sig) != handler]
     for sig in changed:
         if before[sig] is not None:  # None: set outside Python, and Python cannot set it back
             signal.signal(sig, before[sig])
-    left_armed = not timer_armed and signal.getitimer(signal.ITIMER_REAL)[0] > 0
-    if left_armed:
-        signal.setitimer(signal.ITIMER_REAL, 0)
     if changed or left_armed:
         names = [signal.Signals(sig).name for sig in changed] + (["ITIMER_REAL armed"] if left_armed else [])
         pytest.fail(f"the test left this process's {', '.join(names)} changed (put back now)", pytrace=False)

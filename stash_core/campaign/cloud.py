@@ -31,7 +31,7 @@ from typing import Any
 
 from stash_core.campaign.cloud_plan import CloudPlan, InstancePlan
 from stash_core.campaign.cloud_results import COPY_TIMEOUT_S, ResultCopier
-from stash_core.campaign.cluster_locks import clusters_held
+from stash_core.campaign.cluster_locks import hold_clusters, release_clusters
 from stash_core.campaign.plan import CampaignItem, CampaignSettings
 from stash_core.campaign.remote import parse_finished, parse_setting_up, parse_started
 from stash_core.campaign.skypilot_task import task_config
@@ -82,6 +82,8 @@ class _Clusters:
         self.sky, self.idle_minutes = sky, idle_minutes
         self.lock = threading.Lock()
         self.live: dict[str, TypeOutcome] = {}
+        # once the campaign has said its last lines: a teardown that fails after them says its own
+        self.late_report: Callable[[str], None] | None = None
 
     def add(self, outcome: TypeOutcome) -> None:
         with self.lock:
@@ -107,12 +109,16 @@ class _Clusters:
                 if _no_such_cluster(error):
                     outcome.ended = outcome.ended or time.monotonic()
                     return
-                outcome.left_running = (
+                line = (
                     f"{cluster} ({outcome.plan.offer.name}) may still be running (its autostop removes it "
                     f"after {self.idle_minutes} idle minutes): remove it now with `sky down {cluster}` "
                     f"(teardown failed: {first_line(str(error))})"
                 )
+                with self.lock:
+                    outcome.left_running, late = line, self.late_report
                 outcome.state = "left running"
+                if late is not None:
+                    late(line)
             finally:
                 outcome.ended = outcome.ended or time.monotonic()
                 if copied:
@@ -121,6 +127,14 @@ class _Clusters:
     def down_all(self) -> None:
         for outcome in list(self.live.values()):
             self.down(outcome)
+
+    def report_left(self, outcomes: list[TypeOutcome], report: Callable[[str], None]) -> None:
+        """The campaign's last lines: each cluster left running, each once (a later failure says itself)."""
+        with self.lock:
+            self.late_report = report
+            lines = [outcome.left_running for outcome in outcomes if outcome.left_running]
+        for line in lines:
+            report(line)
 
 
 def load_sky() -> Any:
@@ -181,14 +195,20 @@ def run_cloud_campaign(
             outcome.state = "skipped"
             say(outcome, f"all {len(outcome.plan.stored)} configuration(s) stored: not launched")
     todo = [outcome for outcome in outcomes if outcome.plan.todo]
-    with clusters_held([outcome.plan.cluster for outcome in todo]):
+    held = hold_clusters([outcome.plan.cluster for outcome in todo])
+    unfinished: list[TypeOutcome] = []
+    try:
         return _run_types(outcomes, todo, settings, sky, clusters, copier, idle_minutes, say, plan.parallel,
-                          report)  # fmt: skip
+                          report, unfinished)  # fmt: skip
+    finally:
+        if not unfinished:  # else held until this process ends: its workers still launch or tear them down
+            release_clusters(held)
 
 
-def _run_types(outcomes, todo, settings, sky, clusters, copier, idle_minutes, say, parallel, report):
+def _run_types(outcomes, todo, settings, sky, clusters, copier, idle_minutes, say, parallel, report,
+               unfinished: list[TypeOutcome]) -> list[TypeOutcome]:  # fmt: skip
     """Each instance type of `todo` in a worker of its own, `parallel` at once; on Ctrl-C or an error, every
-    cluster torn down first."""
+    cluster torn down first. `unfinished` gets the types whose worker had not ended when the command did."""
     stop = threading.Event()
     pool = ThreadPoolExecutor(max_workers=max(1, parallel), thread_name_prefix="stash-cloud")
     futures = []
@@ -213,18 +233,15 @@ def _run_types(outcomes, todo, settings, sky, clusters, copier, idle_minutes, sa
         clusters.down_all()
         pool.shutdown(wait=False, cancel_futures=True)
         wait(futures, timeout=END_WAIT_S)  # the workers end as their clusters go
-        for outcome in outcomes:
-            if outcome.launching:
-                outcome.left_running = (
-                    f"{outcome.plan.cluster} ({outcome.plan.offer.name}) was still being launched after "
-                    f"{END_WAIT_S:.0f} s: it is torn down when its launch returns, unless this process is "
-                    f"ended first; then remove it with `sky down {outcome.plan.cluster}`"
-                )
+        unfinished += [outcome for outcome, future in zip(todo, futures, strict=False) if not future.done()]
+        for outcome in unfinished:
+            cluster = outcome.plan.cluster
+            report(f"{cluster} ({outcome.plan.offer.name}): its launch or teardown had not ended after "
+                   f"{END_WAIT_S:.0f} s; Stash tears it down before it exits, unless ended first: then see "
+                   f"`sky status` and remove it with `sky down {cluster}`")  # fmt: skip
         raise
     finally:
-        for outcome in outcomes:
-            if outcome.left_running:
-                report(outcome.left_running)
+        clusters.report_left(outcomes, report)
     pool.shutdown(wait=True)
     return outcomes
 

@@ -111,13 +111,17 @@ def starting_plan(offers: list[InstanceOffer], plan_workload: Workload, target_l
                   links: dict) -> PlanResult:  # fmt: skip
     """The plan every simulated training starts from (the same for each: planned once per strategy)."""
     first = plan_spot_cluster(offers, plan_workload, target_loss, deadline_s, **links)
+    no_cluster = f"simulation: no cluster to start training with: {first.infeasible_reason}"
     if not first.candidates and most_workers(plan_workload) >= 1:
         # eq. 16: the deadline needs more workers than the quotas hold, so no cluster was evaluated; the
         # training starts on the fastest cluster there is, as where every cluster evaluated misses it
-        anyway = replan([], offers, plan_workload, target_loss, math.inf, deadline_s, **links)
+        try:
+            anyway = replan([], offers, plan_workload, target_loss, math.inf, deadline_s, **links)
+        except UsageError:  # more clusters than a search takes (quotas of thousands): no cluster to start on
+            raise NoStartingPlan(no_cluster) from None
         first = dataclasses.replace(anyway, infeasible_reason=first.infeasible_reason)
     if not first.candidates:  # not even a cluster to start with and miss the deadline on
-        raise NoStartingPlan(f"simulation: no cluster to start training with: {first.infeasible_reason}")
+        raise NoStartingPlan(no_cluster)
     if all(plan.untrained for plan in first.candidates):  # the target is above where training starts
         raise NoStartingPlan(f"simulation: {first.infeasible_reason}")
     return first

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import signal
 import sys
+import threading
 import time
 
 import pytest
@@ -14,7 +15,7 @@ from fake_skypilot import ClusterDoesNotExist, FakeCluster, FakeSky, ResourcesUn
 from result_docs import result_doc
 from support import REPO, stash_here
 
-from stash_core.campaign import cloud_plan, skypilot_task
+from stash_core.campaign import cloud, cloud_plan, skypilot_task
 from stash_core.campaign.cloud import run_cloud_campaign
 from stash_core.campaign.cloud_plan import plan_cloud
 from stash_core.campaign.plan import CampaignSettings
@@ -24,6 +25,12 @@ from stash_core.store import ingest_result
 
 def steps(model, batch_size, workers, names):
     return {name: (0.2, 0.2) for name in names}, []
+
+
+@pytest.fixture(autouse=True)
+def own_cache(monkeypatch, tmp_path):
+    """Each test's cluster locks (campaign/cluster_locks.py) in a folder of its own, not the user's cache."""
+    monkeypatch.setenv("STASH_CACHE_DIR", str(tmp_path / "cache"))
 
 
 @pytest.fixture
@@ -279,28 +286,62 @@ def test_ctrl_c_through_the_command_tears_down_and_exits_130(capsys, monkeypatch
 
 class LateCluster(FakeSky):
     """SkyPilot's launch registers the cluster some time after it was asked for (its request queue, the
-    optimizer): Ctrl-C comes before the cluster exists."""
+    optimizer): Ctrl-C comes, and the main thread's teardowns run, before the cluster exists."""
+
+    def __init__(self, *args, torn_down: threading.Event, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.torn_down, self.after_s = torn_down, 0.0
 
     def _launch(self, config, name, stream):
         os.kill(os.getpid(), signal.SIGINT)
-        time.sleep(0.5)  # the main thread stops meanwhile: a teardown now finds no such cluster
+        assert self.torn_down.wait(timeout=60), "the main thread never reached its teardowns"
+        time.sleep(self.after_s)
         self.clusters.setdefault(name, FakeCluster(name, config["resources"]["instance_type"]))
         return 1, None
+
+
+def _late_cluster(monkeypatch, tmp_path) -> LateCluster:
+    torn_down = threading.Event()
+    real = cloud._Clusters.down_all
+
+    def down_all(self) -> None:
+        real(self)
+        torn_down.set()
+
+    monkeypatch.setattr(cloud._Clusters, "down_all", down_all)
+    sky = LateCluster(tmp_path, tmp_path, torn_down=torn_down)
+    monkeypatch.setitem(sys.modules, "sky", sky)
+    monkeypatch.setattr(skypilot_task, "skypilot_installed", lambda: True)
+    monkeypatch.setattr(cloud_plan, "predict_steps", lambda settings: steps)
+    return sky
 
 
 def test_ctrl_c_before_the_cluster_exists_tears_it_down_once_launched(capsys, monkeypatch, tmp_path):
     """The main thread's teardown found no such cluster and counted it gone; the launch then made it, and
     the worker's own teardown skipped it as torn down: a rented cluster left running, and nothing said."""
-    sky = LateCluster(tmp_path, tmp_path)
-    monkeypatch.setitem(sys.modules, "sky", sky)
-    monkeypatch.setattr(skypilot_task, "skypilot_installed", lambda: True)
-    monkeypatch.setattr(cloud_plan, "predict_steps", lambda settings: steps)
+    sky = _late_cluster(monkeypatch, tmp_path)
     result = stash_here(
         capsys, monkeypatch, *CLOUD, "--instances", "g5.xlarge", "--db", str(tmp_path / "c.db")
     )
     assert result.returncode == 130, result
     assert sky.clusters == {} and [call for call, _ in sky.calls] == ["launch", "down"]
     assert "may still be running" not in result.stderr
+
+
+def test_a_launch_that_outlasts_the_wait_after_ctrl_c_is_said_and_torn_down_after(capsys, monkeypatch,
+                                                                                    tmp_path):  # fmt: skip
+    """The command ended with nothing said of a cluster whose launch had not returned after END_WAIT_S."""
+    sky = _late_cluster(monkeypatch, tmp_path)
+    sky.after_s = 1.0
+    monkeypatch.setattr(cloud, "END_WAIT_S", 0.2)
+    result = stash_here(
+        capsys, monkeypatch, *CLOUD, "--instances", "g5.xlarge", "--db", str(tmp_path / "c.db")
+    )
+    assert result.returncode == 130, result
+    assert "(g5.xlarge): its launch or teardown had not ended after 0 s; Stash tears it down" in result.stderr
+    for worker in [thread for thread in threading.enumerate() if thread.name.startswith("stash-cloud")]:
+        worker.join(timeout=30)  # as the interpreter does at exit
+    assert sky.clusters == {} and [call for call, _ in sky.calls] == ["launch", "down"]
 
 
 def test_a_local_campaign_that_no_profile_could_run_is_refused_before_it_plans(capsys, monkeypatch, tmp_path):
