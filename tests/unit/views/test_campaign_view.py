@@ -88,7 +88,10 @@ def test_the_page_shows_the_figures_the_command_prints(db: Path, capsys: pytest.
     assert len({line.index("$") for line in lines}) == 1  # a long name pushed its row's columns on
     for row in answer.instances.itertuples():
         line = next(text for text in lines if text.strip().startswith(row.instance + " "))
-        assert f"${row.usd_per_h:g}/h ({row.price_date})" in line
+        prices = answer.prices.set_index("instance")
+        unstated = str(prices.loc[row.instance, "price_region"]).startswith("not stated")  # as the page says
+        where = "region unstated, " if unstated else ""
+        assert f"${row.usd_per_h:g}/h ({where}{row.price_date})" in line
         assert f"= {row.machine_min:.1f} min  ${row.cost_usd:.2f}" in line
     cost = cloud_plan.cents_up(answer.cost_usd)
     assert f"${cost:.2f} at catalog prices (prices of {', '.join(answer.price_dates)})" in printed
