@@ -75,6 +75,9 @@ def main() -> int:
     except Exception as error:  # noqa: BLE001 - a broken install (a dependency replaced): one line, not its traceback
         text = str(error).strip().splitlines()
         print(f"SkyPilot could not be loaded: {text[0] if text else type(error).__name__}", file=sys.stderr)
+        # the request is read all the same: a caller writing it to a process that had exited would get
+        # SIGPIPE, which ends a program that has it at its default (not Python's) without a word
+        sys.stdin.read()
         return 1
 
     consult_no_account()

@@ -106,6 +106,34 @@ def test_a_skypilot_that_cannot_be_loaded_is_said_with_its_reason(capsys, monkey
     )
 
 
+SIGPIPE_DEFAULT = """
+import signal, sys, time
+signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # as a program that pipes to `head` has it
+from stash_core.campaign import cloud_plan
+def steps(settings):
+    time.sleep(2.0)  # the check's process has failed and exited by the time the plan is made
+    return lambda model, batch_size, workers, names: ({name: (0.2, 0.2) for name in names}, [])
+cloud_plan.predict_steps = steps
+from stash_core.cli.main import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_a_program_with_sigpipe_at_its_default_is_told_the_check_failed_not_ended(tmp_path):
+    """The check's process exited at its failed import before the plan was sent to it: the write then
+    raised SIGPIPE, which ends a program that has it at its default without a word (a pytest process did)."""
+    sky = tmp_path / "site" / "sky"
+    sky.mkdir(parents=True)
+    (sky / "__init__.py").write_text('raise ImportError("broken sky install")\n')
+    env = {"PYTHONPATH": f"{tmp_path / 'site'}:{REPO}", "STASH_CACHE_DIR": str(tmp_path / "cache"),
+           "PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}  # fmt: skip
+    args = [*DRY_RUN, "--instances", "g5.xlarge", "--db", str(tmp_path / "c.duckdb")]
+    done = subprocess.run([sys.executable, "-c", SIGPIPE_DEFAULT, *args], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=300)  # fmt: skip
+    assert done.returncode == 2, (done.returncode, done.stderr[-2000:])
+    assert done.stderr.endswith("SkyPilot could not be loaded: broken sky install\n")
+
+
 def test_a_skypilot_that_hangs_is_said_in_one_line_when_its_check_times_out(capsys, monkeypatch, tmp_path):
     """A `sky` whose import never returns ended in subprocess.TimeoutExpired's traceback after 120 s."""
     monkeypatch.setattr(skypilot_task, "CHECK_TIMEOUT_S", 2.0)
