@@ -152,7 +152,7 @@ def plan_view(answer: CampaignPlan) -> None:
     if answer.tasks:
         st.markdown("**SkyPilot tasks** (instance type, region, spot or not, autostop, set-up, profiles)")
     for task in answer.tasks:
-        label = f"SkyPilot task of {task.instance} (cluster {task.cluster})"
+        label = f"SkyPilot task of {plain(task.instance)} (cluster {plain(task.cluster)})"  # a catalog name
         with st.expander(label, icon=":material/code:"):
             st.code(task.yaml, language="yaml", wrap_lines=True)  # its command read whole
 

@@ -101,8 +101,9 @@ def offers_form(text: str, numbers: CheckedNumbers) -> tuple[tuple[str, int], ..
     offers = []
     columns = st.columns(max(1, min(len(chosen), 6)))
     for index, name in enumerate(chosen):
-        quota = numbers.number(
-            columns[index % len(columns)], f"Quota of {name}", 0, 10_000, quotas.get(name, DEFAULT_QUOTA),
+        quota = numbers.number(  # a catalog name, as text
+            columns[index % len(columns)], f"Quota of {plain(name)}", 0, 10_000,
+            quotas.get(name, DEFAULT_QUOTA),
             key=f"spot-quota-{name}",
             persist_state="session"
         )
@@ -171,20 +172,19 @@ def plan_box(answer: SpotAnswer, deadline_s: float) -> None:
         cols[1].metric("Cost (spot)", usd_text(best.cost_usd), f"${best.usd_per_h:.2f}/h", delta_color="off",
                        delta_arrow="off")  # fmt: skip
         if on_demand is not None:
-            cols[2].metric("On-demand time", f"{on_demand.training_s:,.0f} s", help=on_demand.label())
+            cols[2].metric("On-demand time", f"{on_demand.training_s:,.0f} s", help=plain(on_demand.label()))
             saving = 1 - best.cost_usd / on_demand.cost_usd if on_demand.cost_usd > 0 else 0.0
             cols[3].metric("Cost (on-demand)", usd_text(on_demand.cost_usd),
                            f"spot saves {saving:.0%} if never revoked", delta_color="off",
                            delta_arrow="off")  # fmt: skip
-            st.caption(
-                f"On-demand plan: {on_demand.label()}, the cheapest on-demand cluster within the deadline."
-            )
+            cluster = plain(on_demand.label())
+            st.caption(f"On-demand plan: {cluster}, the cheapest on-demand cluster within the deadline.")
         else:
             reason = answer.on_demand_reason or (
                 answer.on_demand.infeasible_reason if answer.on_demand else ""
             )
             cols[2].metric("On-demand plan", "none")
-            st.caption(f"No on-demand plan: {reason}")
+            st.caption(f"No on-demand plan: {plain(reason)}")
     if answer.fragile:
         st.warning(
             f"Fragile plan: another cluster (or none) is chosen when "
