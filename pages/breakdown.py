@@ -6,7 +6,6 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
-from pages._fields import WHOLE
 from pages._shared import (
     MEASURES,
     chart_with_download,
@@ -66,11 +65,10 @@ def run_filter_form(options: dict) -> None:
         statuses = views.breakdown.status_choices(options)
         row2[2].multiselect("Status", statuses, default=["completed"], key="bd-status",
                             persist_state="session", placeholder="any")
-        # unbounded: a bounded input ignored 500 with no word (kept at its last value in range); and any
-        # number (WHOLE): the browser's whole-number input read 1e9 as 1 and 2.5 as 2, without a word
+        # any number (as _fields.WHOLE): a bounded input ignored 500, a whole-number one read 2.5 as 2
         row2[3].number_input("Show at most", value=float(views.breakdown.FIRST_RUNS_SHOWN), key="bd-limit",
-                             persist_state="session", help=f"1 to {views.breakdown.MOST_RUNS_SHOWN} runs",
-                             **{**WHOLE, "step": 5.0})  # fmt: skip
+                             step=5.0, format="%.12g", persist_state="session",
+                             help=f"1 to {views.breakdown.MOST_RUNS_SHOWN} runs")
         first, last = options["first_date"], options["last_date"]
         if first and last and first != last:
             _date_slider(first, last)
@@ -96,8 +94,7 @@ def comparison(runs: pd.DataFrame, total: int) -> None:
     shown = len(runs)
     asked = st.session_state.get("bd-limit", views.breakdown.FIRST_RUNS_SHOWN)
     most = views.breakdown.MOST_RUNS_SHOWN
-    taken = views.breakdown.runs_shown(asked) == asked
-    kept = "" if taken else f" (Show at most takes a whole number from 1 to {most})"
+    kept = f" (Show at most takes a whole number, 1 to {most})" * (views.breakdown.runs_shown(asked) != asked)
     st.caption(f"{shown} of {total:,} matching run(s), newest first{kept}.")
     measure = (
         st.segmented_control(

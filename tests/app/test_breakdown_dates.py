@@ -137,7 +137,7 @@ def test_show_at_most_out_of_its_range_is_said_not_ignored(empty_db: Path) -> No
         _store(empty_db, day)
     app = _page(empty_db)
     app.number_input(key="bd-limit").set_value(500).run()
-    said = "matching run(s), newest first (Show at most takes a whole number from 1 to 200)"
+    said = "matching run(s), newest first (Show at most takes a whole number, 1 to 200)"
     assert not app.exception and _counted(app) == f"3 of 3 {said}."
     app.number_input(key="bd-limit").set_value(0).run()
     assert _counted(app) == f"1 of 3 {said}."
