@@ -55,17 +55,18 @@ def _group_order(group: str) -> int:
 def telemetry_chart(data: pd.DataFrame, spans: pd.DataFrame, group: str) -> alt.LayerChart:
     """One line per metric and stretch of a run (never bridging the other runs' stretches) over bands
     coloured by run."""
+    named = data.assign(what=data["metric"].map(views.telemetry.metric_words))  # the legend in words
     lines = (
-        alt.Chart(data)
+        alt.Chart(named)
         .mark_line(strokeWidth=1.5)
         .encode(
             x=alt.X("run_t_s:Q", title="Time since the profile started (s)"),
             y=alt.Y("value:Q", title=group),
-            color=alt.Color("metric:N", title="Metric"),
+            color=alt.Color("what:N", title="Metric"),
             detail=alt.Detail("segment:N"),
             tooltip=[
                 alt.Tooltip("phase:N", title="Run"),
-                alt.Tooltip("metric:N"),
+                alt.Tooltip("what:N", title="Metric"),
                 alt.Tooltip("run_t_s:Q", title="Time (s)", format=".1f"),
                 alt.Tooltip("value:Q", format=".2f"),
             ],

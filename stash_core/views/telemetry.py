@@ -141,6 +141,22 @@ def phase_spans(phases: list[dict[str, Any]]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["phase", "description", "start_s", "end_s"])
 
 
+# A metric's name in words, as the chart's legend says it (its unit is in the chart's title).
+_UNIT_SUFFIX = re.compile(r"_(pct|mbps|gb|bytes|w)$")
+_WORDS = {"util": "utilisation", "rx": "received", "tx": "sent", "mem": "memory", "net": "network",
+          "pcie": "PCIe", "nvlink": "NVLink", "cpu": "CPU", "gpu": "GPU"}  # fmt: skip
+
+
+def metric_words(metric: str) -> str:
+    """'disk read' for disk_read_mbps (under "Disk (MB/s)"), 'GPU 0 utilisation' for gpu0_util_pct; the
+    legend showed the stored names, whose "mbps" reads as megabits."""
+    words = []
+    for word in _UNIT_SUFFIX.sub("", metric).split("_"):
+        number = re.fullmatch(r"(cpu|gpu)(\d+)", word)
+        words.append(f"{number[1].upper()} {number[2]}" if number else _WORDS.get(word, word))
+    return " ".join(words)
+
+
 def metric_group(metric: str) -> str:
     """Which chart a telemetry metric belongs on."""
     if re.fullmatch(r"cpu\d*_util_pct", metric):

@@ -114,3 +114,16 @@ def test_older_runs_that_agree_sample_for_sample_stay_two_runs_end_to_end() -> N
     frame = views.breakdown.telemetry_frame(rows, phases)
     assert set(frame["phase"]) == {"R0", "R1", "R3"}
     assert frame.loc[frame["phase"] == "R1", "run_t_s"].min() == pytest.approx(9.5)  # after R0's 9 s
+
+
+@pytest.mark.parametrize("metric, words", [
+    ("cpu_util_pct", "CPU utilisation"), ("cpu3_util_pct", "CPU 3 utilisation"),
+    ("disk_read_mbps", "disk read"),
+    ("net_tx_mbps", "network sent"), ("gpu1_mem_used_gb", "GPU 1 memory used"),
+    ("gpu0_pcie_rx_mbps", "GPU 0 PCIe received"),
+])  # fmt: skip
+def test_the_legend_names_each_metric_in_words_its_unit_in_the_charts_title(metric, words):
+    """The legend showed the stored names: disk_read_mbps under "Disk (MB/s)" read as megabits."""
+    from stash_core.views.telemetry import metric_words
+
+    assert metric_words(metric) == words
