@@ -51,15 +51,17 @@ def stall_chart(points: pd.DataFrame, lines: pd.DataFrame, feature: str) -> alt.
         feature, title = "grad_mib", "Gradients (MiB)"
     # MiB in fixed figures: "~g" took the ticks' step as its precision and wrote 110 MiB as "1.1e+2"
     x = alt.X(f"{feature}:Q", title=title, axis=alt.Axis(format="~s" if feature != "grad_mib" else ",~f"))
+    y = alt.Y("measured_ms:Q", title="Stall per iteration (ms)", axis=alt.Axis(format=",~f"))
     measured = (
         alt.Chart(points)
         .mark_circle(size=80, color="#4C78A8")
         .encode(
             x=x,
-            y=alt.Y("measured_ms:Q", title="Stall per iteration (ms)"),
+            y=y,
             tooltip=[
                 alt.Tooltip("model:N"),
                 alt.Tooltip("measured_ms:Q", title="measured (ms)", format=".2f"),
+                alt.Tooltip("measured_ci95_ms:Q", title="± 95% (ms)", format=".2f"),
                 alt.Tooltip("heldout_ms:Q", title="held-out prediction (ms)", format=".2f"),
                 alt.Tooltip(f"{feature}:Q", title=title, format=",.6~g"),
                 alt.Tooltip("run_id:N"),
@@ -73,7 +75,14 @@ def stall_chart(points: pd.DataFrame, lines: pd.DataFrame, feature: str) -> alt.
             x=x, y="heldout_ms:Q", tooltip=[alt.Tooltip("model:N"), alt.Tooltip("heldout_ms:Q", format=".2f")]
         )
     )
-    layers = [measured, heldout]
+    spread = points.dropna(subset=["measured_ci95_ms"])  # each run's 95% interval, as a bar through it
+    bars = (
+        alt.Chart(spread.assign(low_ms=spread["measured_ms"] - spread["measured_ci95_ms"],
+                                high_ms=spread["measured_ms"] + spread["measured_ci95_ms"]))  # fmt: skip
+        .mark_rule(color="#4C78A8")
+        .encode(x=x, y="low_ms:Q", y2="high_ms:Q")
+    )
+    layers = [bars, measured, heldout]
     if not lines.empty:
         layers.insert(
             0,
@@ -214,14 +223,14 @@ def best_fit_metrics(best: StallModel | None, shortfall: str) -> None:
 def points_view(report: FitReport, stall: str, group: dict, feature: str, points: pd.DataFrame) -> None:
     st.subheader(f"{stall.capitalize()} stall against {FEATURE_LABELS[feature].lower()}")
     st.caption(
-        "Blue: measured. Red diamonds: the best model's prediction for each model when that model was left "
-        "out of the fit. Dashed: the least-squares line on this axis alone."
+        "Blue: measured, with each run's 95% interval. Red diamonds: the best model's prediction for each "
+        "model when that model was left out of the fit. Dashed: the least-squares line on this axis alone."
     )
     if points.empty:
         st.info("This configuration has too few profiled models to draw fits.", icon=":material/info:")
         return
     lines = views.models.fit_lines(report, stall, group, feature, points)
-    chart_data = points[["model", "run_id", feature, "measured_ms", "heldout_ms"]]
+    chart_data = points[["model", "run_id", feature, "measured_ms", "measured_ci95_ms", "heldout_ms"]]
     chart_with_download(
         stall_chart(chart_data, lines, feature), chart_data, f"{stall}_stall_points", "models-points"
     )

@@ -60,14 +60,18 @@ def group_labels(report: FitReport, stall: str) -> list[str]:
 
 
 def stall_points(report: FitReport, stall: str, group: dict[str, Any]) -> pd.DataFrame:
-    """The measured points of one group, with the best fit's held-out predictions and residuals, in ms.
+    """The measured points of one group (each with its 95% interval), with the best fit's held-out
+    predictions and residuals, in ms.
 
     Without a best fit, one row per run (its held-out columns from whichever fit came first)."""
     points = report.residuals(stall, group)
     best = report.best(stall, group)
     shown = points[points["fit"] == best.name] if best is not None else points.drop_duplicates("run_id")
+    observed = report.observations
+    ci95_s = observed[observed["stall"] == stall].drop_duplicates("run_id").set_index("run_id")["ci95_s"]
     return shown.assign(
         measured_ms=shown["measured_s"] * 1e3,
+        measured_ci95_ms=shown["run_id"].map(ci95_s).astype("float64") * 1e3,  # each run's own interval
         heldout_ms=shown["heldout_s"] * 1e3,
         residual_ms=shown["residual_s"] * 1e3,
     )

@@ -102,6 +102,11 @@ def test_fits_of_a_family_have_points_in_ms_and_a_best_model(fits_db: Path) -> N
         assert row["measured_ms"] == pytest.approx(interconnect_s(grad_bytes, tensors) * 1e3)
         assert row["measured_ms"] == pytest.approx(row["measured_s"] * 1e3)
         assert row["heldout_ms"] == pytest.approx(row["measured_ms"], rel=1e-6)  # exact in the features
+    # each point's own 95% interval, drawn as a bar through it (the points had none)
+    observed = report.observations.set_index(["run_id", "stall"])["ci95_s"]
+    for row in points.to_dict(orient="records"):
+        ci95_s = observed[(row["run_id"], "interconnect")]
+        assert ci95_s > 0 and row["measured_ci95_ms"] == pytest.approx(ci95_s * 1e3)
     table = views.models.models_table(report, "interconnect", group)
     assert list(table.columns) == views.models.TABLE_COLUMNS
     assert table.iloc[0]["model"] == "linear: bytes+tensors" and bool(table.iloc[0]["best"])
