@@ -9,6 +9,7 @@ import altair as alt
 import pandas as pd
 import streamlit as st
 
+from pages._figures import cost_text, samples_text
 from pages._shared import (
     MISSING_TEXT,
     chart_with_download,
@@ -23,7 +24,7 @@ from pages._shared import (
 from pages._stalls import ink, stall_bars
 from stash_core import views
 from stash_core.views.common import plain, sentence
-from stash_core.views.compare_spread import NARROW_SPREAD, throughput_interval, with_interval, with_spread
+from stash_core.views.compare_spread import with_spread
 
 NORMALISED = {
     "samples_per_s": ("Throughput", "samples/s", ",.1f"),
@@ -41,7 +42,7 @@ def verdict(frame: pd.DataFrame) -> None:
     with left.container(border=True):
         st.markdown(":material/speed: **Fastest measured**")
         st.markdown(f"### {plain(result['fastest'])}")
-        speed = f"{result['fastest_samples_per_s']:,.1f} samples/s"
+        speed = f"{samples_text(result['fastest_samples_per_s'], result['fastest_spread'])} samples/s"
         if result.get("slowest") and result["slowest"] != result["runner_up"]:
             st.markdown(
                 f"{speed} — **{result['lead_over_runner_up']:.2f}×** the throughput of the runner-up "
@@ -78,7 +79,8 @@ def verdict(frame: pd.DataFrame) -> None:
                 )
         else:
             st.markdown(f"### {plain(result['cheapest'])}")
-            text = f"{usd_text(result['cheapest_usd_per_million_samples'])} per million samples (on demand)"
+            cost = cost_text(result["cheapest_usd_per_million_samples"], result["cheapest_spread"])
+            text = f"{cost} per million samples (on demand)"
             if result.get("next_cheapest"):
                 text += (
                     f" — **{result['saving']:.0%} cheaper** than the next ({plain(result['next_cheapest'])})."
@@ -212,11 +214,12 @@ def main() -> None:
             "Epoch": [seconds_text(v, v * s if s is not None else None)
                       for v, s in zip(frame["epoch_s"], spread, strict=True)],  # fmt: skip
             "Samples/s": [samples_text(v, s) for v, s in zip(frame["samples_per_s"], spread, strict=True)],
-            "Per GPU": [number_text(v) for v in frame["samples_per_s_per_gpu"]],
+            "Per GPU": [samples_text(v, s)
+                        for v, s in zip(frame["samples_per_s_per_gpu"], spread, strict=True)],  # fmt: skip
             "USD/h": [usd_text(v) for v in frame["usd_per_h"]],
-            "USD/epoch": [with_interval(usd_text(v), usd_text(v * s) if s is not None else None)
-                          for v, s in zip(frame["usd_per_epoch"], spread, strict=True)],  # fmt: skip
-            "USD/1M samples": [usd_text(v) for v in frame["usd_per_million_samples"]],
+            "USD/epoch": [cost_text(v, s) for v, s in zip(frame["usd_per_epoch"], spread, strict=True)],
+            "USD/1M samples": [cost_text(v, s) for v, s in
+                               zip(frame["usd_per_million_samples"], spread, strict=True)],  # fmt: skip
             # what a predicted row's figures mean beyond its ±: an overhead-bound step ranks by the host
             "Note": notes,
         }
@@ -307,17 +310,6 @@ def main() -> None:
             + predicted_bars_caption(drawn, frame)
         )
         chart_with_download(chart, shares, "stall_shares", "cmp-shares")
-
-
-def samples_text(samples_per_s: float, spread: float | None) -> str:
-    """'216.2 ± 21.1' for a narrow interval; its bounds for a wide one, whose ± would read below zero
-    ('87.4 ± 154.0'), and '87.4 (31.7 or more)' where the iteration's interval reaches 0."""
-    bounds = throughput_interval(samples_per_s, spread)
-    figure = number_text(samples_per_s)
-    if bounds is None or spread is None or spread < NARROW_SPREAD:
-        return with_interval(figure, number_text(samples_per_s * spread) if spread else None)
-    low, high = (number_text(bound) for bound in bounds)
-    return f"{figure} ({low} or more)" if bounds[1] == float("inf") else f"{figure} ({low} to {high})"
 
 
 def predicted_bars_caption(drawn: pd.DataFrame, shown: pd.DataFrame) -> str:

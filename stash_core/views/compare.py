@@ -19,7 +19,6 @@ pytorch`), so every GPU profile of the job anchors them.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +35,8 @@ from stash_core.decide.predict.refusals import refusal_json
 from stash_core.errors import UsageError
 from stash_core.results.file import STALL_NAMES
 from stash_core.store import queries_compare
-from stash_core.units import finite_float
 from stash_core.views.common import NO_INSTANCE, STALL_LABELS
+from stash_core.views.compare_spread import relative_spread, told_apart
 from stash_core.views.run_means import mean_ci95_of, mean_of
 from stash_core.views.stall_frames import stall_long_frame
 from stash_core.zoo_names import SCRIPT_PREFIX, is_zoo_name
@@ -301,7 +300,8 @@ def compare_verdict(frame: pd.DataFrame) -> dict[str, Any]:
     """Which configuration is fastest (highest throughput) and which cheapest (lowest cost per sample).
 
     Returns {"fastest", "slowest", "speedup", "cheapest", "next_cheapest", "saving", "priced"}: names and
-    ratios (speedup = fastest / slowest throughput; saving = 1 - cheapest / next cheapest cost), with
+    ratios (speedup = fastest / slowest throughput; saving = 1 - cheapest / next cheapest cost), the
+    fastest's and the cheapest's relative 95% half-width ("fastest_spread", "cheapest_spread"), with
     "runner_up_apart" and "slowest_apart": whether the fastest's throughput differs from theirs beyond the
     two 95% intervals (None where an interval is unknown).
     """
@@ -314,6 +314,7 @@ def compare_verdict(frame: pd.DataFrame) -> dict[str, Any]:
     ordered = usable.sort_values("samples_per_s", ascending=False)
     verdict["fastest"] = ordered.iloc[0]["configuration"]
     verdict["fastest_samples_per_s"] = float(ordered.iloc[0]["samples_per_s"])
+    verdict["fastest_spread"] = relative_spread(ordered.iloc[0])
     if len(ordered) > 1:
         verdict["slowest"] = ordered.iloc[-1]["configuration"]
         verdict["speedup"] = float(ordered.iloc[0]["samples_per_s"] / ordered.iloc[-1]["samples_per_s"])
@@ -328,6 +329,7 @@ def compare_verdict(frame: pd.DataFrame) -> dict[str, Any]:
     if not priced.empty:
         verdict["cheapest"] = priced.iloc[0]["configuration"]
         verdict["cheapest_usd_per_million_samples"] = float(priced.iloc[0]["usd_per_million_samples"])
+        verdict["cheapest_spread"] = relative_spread(priced.iloc[0])
         if len(priced) > 1:
             verdict["next_cheapest"] = priced.iloc[1]["configuration"]
             verdict["saving"] = float(
@@ -346,19 +348,6 @@ def meaning_cells(meanings: pd.Series) -> tuple[pd.Series, dict[str, str]]:
     said = {name: words for name, words in MEANING_NOTES.items()
             if cells.str.contains(name, regex=False).any()}  # fmt: skip
     return cells, said
-
-
-def told_apart(first: pd.Series, second: pd.Series) -> bool | None:
-    """Whether two configurations' throughputs differ beyond their 95% intervals (each throughput's relative
-    interval is its iteration time's); None where either interval is unknown."""
-    spreads = []
-    for row in (first, second):
-        ci95_s, iteration_s = finite_float(row.get("iteration_ci95_s")), finite_float(row.get("iteration_s"))
-        if ci95_s is None or not iteration_s:
-            return None
-        spreads.append(float(row["samples_per_s"]) * ci95_s / iteration_s)
-    difference = abs(float(first["samples_per_s"]) - float(second["samples_per_s"]))
-    return bool(difference > math.hypot(*spreads))
 
 
 def stall_rows(frame: pd.DataFrame, predicted_limit: int = PREDICTED_BARS) -> pd.DataFrame:

@@ -24,6 +24,19 @@ def relative_spread(row: dict[str, Any]) -> float | None:
     return abs(ci95_s / iteration_s)
 
 
+def told_apart(first: pd.Series, second: pd.Series) -> bool | None:
+    """Whether two configurations' throughputs differ beyond their 95% intervals (each throughput's relative
+    interval is its iteration time's); None where either interval is unknown."""
+    spreads = []
+    for row in (first, second):
+        spread = relative_spread(row)
+        if spread is None:
+            return None
+        spreads.append(float(row["samples_per_s"]) * spread)
+    difference = abs(float(first["samples_per_s"]) - float(second["samples_per_s"]))
+    return bool(difference > math.hypot(*spreads))
+
+
 def with_spread(frame: pd.DataFrame, columns: tuple[str, ...]) -> pd.DataFrame:
     """`frame` with `spread` (relative_spread) and, for each column, `<column>_low` and `<column>_high`: the
     figure at the iteration's spread (a time or cost grows with the iteration; NaN where it is not known).

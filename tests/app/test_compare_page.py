@@ -204,7 +204,7 @@ def test_a_throughputs_bounds_are_the_inverse_of_the_iterations() -> None:
 
 def test_a_wide_throughput_interval_gives_its_bounds_not_a_plus_minus_below_zero() -> None:
     """'87.4 ± 154.0' samples/s: the iteration's ± 176% read as a throughput that may be negative."""
-    from pages.compare import samples_text
+    from pages._figures import samples_text
 
     assert samples_text(216.2, 0.0976) == "216.2 ± 21.1"
     assert samples_text(100.0, 0.5) == "100.0 (66.7 to 200.0)"
@@ -235,3 +235,20 @@ def test_predictions_within_the_winners_error_are_said_not_told_apart() -> None:
     assert not_told_apart(frame, "usd", False) == ""  # 1.0 is past 0.5 x 1.4: told apart
     exact = frame.assign(expected_error=None)
     assert not_told_apart(exact, "samples_per_s", True) == "; 1 more at the same figure"
+
+
+def test_the_measured_figures_carry_their_interval_in_the_cards_and_the_table(populated_db: Path) -> None:
+    """The cards said "876.8 samples/s" and "$0.933 per million samples" bare beside the table's interval,
+    and the table's Per GPU and USD/1M samples had none where USD/epoch had one."""
+    app = _shown_page()
+    table = app.dataframe[0].value
+    measured = table[table["Source"].str.startswith("● measured")]
+    for column in ("Samples/s", "Per GPU", "USD/epoch", "USD/1M samples"):  # Per GPU: none on CPU runs
+        cells = [cell for cell in measured.get(column, []) if cell not in ("–", "")]
+        assert cells or column in ("Per GPU", "USD/epoch"), column
+        assert all(" ± " in cell or " to " in cell or " or more)" in cell for cell in cells), column
+    cards = " ".join(m.value for m in app.markdown)
+    fastest = cards.split("Fastest measured")[1].split("Cheapest measured")[0]
+    cheapest = cards.split("Cheapest measured")[1]
+    assert " ± " in fastest.split("samples/s")[0] or " to " in fastest.split("samples/s")[0]
+    assert " ± " in cheapest.split("per million samples")[0]
