@@ -208,8 +208,9 @@ def recommended_box(result: Recommendation) -> None:
 
 def ranked_view(ranked: pd.DataFrame) -> None:
     st.subheader("Configurations that meet the constraints, cheapest first")
-    st.caption(
-        "● measured: profiled on that instance. ◇ predicted: from the model's FLOPs and bytes and the "
+    st.caption(  # the table scrolls inside itself: its rows are counted here, where its ten look like all
+        f"{len(ranked):,} configuration(s) in the table (it scrolls). ● measured: profiled on that instance. "
+        "◇ predicted: from the model's FLOPs and bytes and the "
         "instance's accelerator and links (or scaled from a profile on another GPU), ± its own expected "
         "error (compute's and communication's, ±comm, added, as the card states it), 'unvalidated' where no "
         "held-out figure of the GPU exists. CPU and disk stalls need a profile with real data (one on "

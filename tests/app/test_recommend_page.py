@@ -101,6 +101,9 @@ def test_recommendation_with_pareto_chart_and_explanation(populated, monkeypatch
     ranked = next(frame.value for frame in app.dataframe if "config" in frame.value.columns)
     assert ranked.iloc[0]["config"] == "1 x p3.16xlarge"
     assert list(ranked["rank"]) == list(range(1, len(ranked) + 1))
+    # the table scrolls inside itself: the page counts its rows (ten on view looked like all of them)
+    captions = " ".join(caption.value for caption in app.caption)
+    assert f"{len(ranked):,} configuration(s) in the table (it scrolls)." in captions
     # time and cost stay numbers (a column of words sorted "9.9 h" above "292 h")
     assert ranked["training_h"].dtype.kind == "f" and ranked["training_usd"].dtype.kind == "f"
     # each price's date beside it, as `stash recommend` prints it ("price of")
