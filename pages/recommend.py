@@ -27,6 +27,7 @@ from stash_core.spec_parse import parse_input_shape
 from stash_core.units import duration_words
 from stash_core.views.common import STALL_LABELS, in_page_words, plain, sentence
 from stash_core.views.recommend import RecommendRequest
+from stash_core.views.step_spread import measured_spread
 
 PRECISIONS = ["pytorch", "fp32", "tf32", "amp"]
 CHART_OPTIONS = 12  # configurations in the chart of where their time goes
@@ -190,9 +191,11 @@ def recommended_box(result: Recommendation) -> None:
         cols = [*st.columns(2), *st.columns(2)]  # four in a row cut the figures ("$10…") at 800 px
         budget_h = result.request.get("budget_hours")
         within_s = None if budget_h is None else budget_h * 3600  # 15.97 h within 15.98 h: never "16.0 h"
-        # a predicted time and cost carry the step's expected error, as the caption's iteration time does
-        spread = {} if error is None else {"delta": f"±{error:.0%} expected error", "delta_color": "off",
-                                           "delta_arrow": "off"}  # fmt: skip
+        # a predicted time and cost carry the step's expected error, as the caption's iteration time does; a
+        # measured one its run's 95% interval
+        measured = best["source"] == "measured" and load(measured_spread, best["run_id"])
+        said = f"±{error:.0%} expected error" if error is not None else measured and f"±{measured:.1%} (95%)"
+        spread = {"delta": said, "delta_color": "off", "delta_arrow": "off"} if said else {}
         cols[0].metric("Training time", duration_words(best["training_h"] * 3600, within_s), **spread)
         cols[1].metric("Cost", usd_text(best["training_usd"]), **spread)
         cols[2].metric("Price", f"{usd_text(best['usd_per_h'])}/h")

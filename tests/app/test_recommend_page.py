@@ -97,6 +97,10 @@ def test_recommendation_with_pareto_chart_and_explanation(populated, monkeypatch
     assert any(markdown.value == "### 1 x p3.16xlarge" for markdown in app.markdown)
     text = " ".join(markdown.value for markdown in app.markdown)
     assert "network stall makes 2 x p3.8xlarge 36% slower than 1 x p3.16xlarge" in text
+    # measured: the time and cost carry the run's 95% interval, as a predicted one its expected error
+    deltas = {card.label: card.delta for card in app.metric if card.label in ("Training time", "Cost")}
+    assert len(deltas) == 2 and all(str(delta).startswith("±") and str(delta).endswith("% (95%)")
+                                    for delta in deltas.values()), deltas  # fmt: skip
     assert "on-demand prices, within 24 h" in text  # the job line states the budget, as the command line does
     ranked = next(frame.value for frame in app.dataframe if "config" in frame.value.columns)
     assert ranked.iloc[0]["config"] == "1 x p3.16xlarge"
