@@ -9,7 +9,6 @@ from typing import Any
 
 import pandas as pd
 
-from stash_core.cells import is_missing
 from stash_core.store import reads
 from stash_core.units import finite_float
 from stash_core.views.compare_spread import relative_spread
@@ -42,7 +41,4 @@ def measured_spread(db_path: Path | str, run_id: str) -> float | None:
     """A measured option's relative 95% half-width: its run's iteration-time interval over its iteration time
     (the training time and cost scale with it); None where not stored."""
     rows = reads.stall_breakdown_rows(db_path, [run_id], ("iteration_s", "iteration_ci95_s"))
-    if rows.empty or "iteration_ci95_s" not in rows or is_missing(rows.iloc[0]["iteration_ci95_s"]):
-        return None
-    iteration_s = float(rows.iloc[0]["iteration_s"])
-    return float(rows.iloc[0]["iteration_ci95_s"]) / iteration_s if iteration_s > 0 else None
+    return None if rows.empty else relative_spread(rows.iloc[0].to_dict())
