@@ -26,8 +26,8 @@ from stash_core.errors import StashError
 from stash_core.spec_parse import parse_input_shape
 from stash_core.units import duration_words
 from stash_core.views.common import STALL_LABELS, in_page_words, plain, sentence
+from stash_core.views.compare_spread import relative_spread
 from stash_core.views.recommend import RecommendRequest
-from stash_core.views.step_spread import measured_spread
 
 PRECISIONS = ["pytorch", "fp32", "tf32", "amp"]
 CHART_OPTIONS = 12  # configurations in the chart of where their time goes
@@ -193,7 +193,7 @@ def recommended_box(result: Recommendation) -> None:
         within_s = None if budget_h is None else budget_h * 3600  # 15.97 h within 15.98 h: never "16.0 h"
         # a predicted time and cost carry the step's expected error, as the caption's iteration time does; a
         # measured one its run's 95% interval
-        measured = best["source"] == "measured" and load(measured_spread, best["run_id"])
+        measured = best["source"] == "measured" and relative_spread(best)
         said = f"±{error:.0%} expected error" if error is not None else measured and f"±{measured:.1%} (95%)"
         spread = {"delta": said, "delta_color": "off", "delta_arrow": "off"} if said else {}
         cols[0].metric("Training time", duration_words(best["training_h"] * 3600, within_s), **spread)

@@ -141,8 +141,8 @@ def format_recommendation(result: Recommendation, show_all: bool = False) -> str
             "date of the catalog's price (its source: `stash instances show NAME`); ?: not predicted, left "
             "out of the time (CPU and disk stalls need a profile with real data; one on another GPU gives "
             "the CPU stall alone); "
-            "±err: the held-out error of the compute path (-: compute measured); ±comm: of the "
-            "communication, a share of the step; *: unvalidated error"
+            "±err: the held-out error of the compute path, of a measured row its profile's 95% interval "
+            "(-: none stored); ±comm: of the communication, a share of the step; *: unvalidated error"
         )
     if result.explanations:
         lines.append("")
@@ -170,6 +170,8 @@ def _workers(row: dict[str, Any]) -> str:
 
 
 def _option_line(row: dict[str, Any], within_s: float | None, config_w: int = 34) -> str:
+    from stash_core.views.compare_spread import relative_spread
+
     rank = finite_float(row["rank"])
     stalls = "/".join(
         "?" if finite_float(row[f"{s}_s"]) is None else fixed(row[f"{s}_s"] * 1e3, ".0f") for s in STALL_NAMES
@@ -177,6 +179,8 @@ def _option_line(row: dict[str, Any], within_s: float | None, config_w: int = 34
     pareto = " pareto" if row["pareto"] else ""
     usd, usd_per_h = usd_words(finite_float(row["training_usd"])), fixed(row["usd_per_h"], ".2f")
     error = percent(row["expected_error"]) + ("*" if row.get("unvalidated") else "")
+    if row["source"] == "measured":  # its run's 95% interval, as the dashboard's card and Compare show it
+        error = percent(relative_spread(row))
     comm = percent(row.get("comm_error")) if int(row["workers_total"]) > 1 else "-"
     return (
         f"  {'' if rank is None else str(int(rank)):>2} {row['config']:<{config_w}}{_workers(row):>8}  "

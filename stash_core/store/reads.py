@@ -53,7 +53,7 @@ _PROBES_PRESENT_SQL = (
 
 _MEASURED_PROFILES_SQL = """
 SELECT run_id, CAST(started_at AS TIMESTAMP) AS started_at, instance, workers_per_node, nodes, device,
-       iteration_s, compute_s, interconnect_s, network_s, cpu_s, disk_s,
+       iteration_s, iteration_ci95_s, compute_s, interconnect_s, network_s, cpu_s, disk_s,
        compute_status, interconnect_status, network_status, cpu_status, disk_status,
        (SELECT CAST(json_extract(r.spec, '$.input_shape') AS VARCHAR) FROM runs AS r
         WHERE r.run_id = stall_breakdown.run_id) AS input_shape,

@@ -4,12 +4,10 @@ interval, a predicted one's stated error (its compute's and its communication's,
 from __future__ import annotations
 
 import math
-from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
-from stash_core.store import reads
 from stash_core.units import finite_float
 from stash_core.views.compare_spread import relative_spread
 
@@ -36,9 +34,3 @@ def with_step_bounds(long: pd.DataFrame, options: pd.DataFrame, key: str = "run_
     high = [math.nan if pair[1] is None else pair[1] for pair in pairs]
     return long.assign(step_low=low, step_high=high)
 
-
-def measured_spread(db_path: Path | str, run_id: str) -> float | None:
-    """A measured option's relative 95% half-width: its run's iteration-time interval over its iteration time
-    (the training time and cost scale with it); None where not stored."""
-    rows = reads.stall_breakdown_rows(db_path, [run_id], ("iteration_s", "iteration_ci95_s"))
-    return None if rows.empty else relative_spread(rows.iloc[0].to_dict())

@@ -117,6 +117,7 @@ def _json_option(row: dict[str, Any]) -> dict[str, Any]:
         "path": row.get("path"),
         "run_id": row.get("run_id"),
         "step_s": row["iteration_s"],
+        "step_ci95_s": row.get("iteration_ci95_s"),  # a measured option's: its profile's 95% half-width
         "samples_per_s": row.get("samples_per_s"),
         "expected_error": row["expected_error"],
         "unvalidated": bool(row.get("unvalidated")),

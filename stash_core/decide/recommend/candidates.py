@@ -32,6 +32,7 @@ from stash_core.decide.recommend.costs import (
     communication_unmeasured,
     data_not_profiled,
     measured_estimate,
+    measured_interval_s,
     no_full_step,
     option_row,
     step_remainder_s,
@@ -265,25 +266,22 @@ class OptionPlanner:
         # CPU and disk stalls depend on the data pipeline and the machine: without a profile they are not
         # predicted (None, shown as such), not zero; the iteration time leaves them out and says so. A
         # profile with real data on another GPU gives the CPU stall (the pipeline is the job's).
-        stalls = {
-            "compute": result.compute_s,
-            "interconnect": result.interconnect_s,
-            "network": result.network_s,
-            "cpu": None,
-            "disk": None,
-        }
+        stalls = {"compute": result.compute_s, "interconnect": result.interconnect_s,
+                  "network": result.network_s, "cpu": None, "disk": None}  # fmt: skip
         stalls["cpu"], said = self._carried_cpu(instance, workers, result.iteration_s)
         notes = [said, *result.notes]
         carried = stalls["cpu"] is not None
         if carried:
             notes.insert(1, "disk stall not predicted (it needs a profile with real data on this GPU)")
         iteration_s = result.iteration_s + (stalls["cpu"] or 0.0)
-        source = "measured" if getattr(result, "measured", False) else "predicted"
-        basis = f"{result.path}: {result.basis}"
+        measured = getattr(result, "measured", False)  # its step is its profile's: that run's interval
+        run = self._run({"run_id": result.run_id}) if measured else {}
         unvalidated = not getattr(result, "validated", True) or carried
         return Estimate(
-            source, result.run_id, basis, iteration_s, stalls, result.expected_error, notes, unvalidated,
-            result.path, result.memory_needed_gb, result.memory_gb, getattr(result, "comm_error", None),
+            "measured" if measured else "predicted", result.run_id, f"{result.path}: {result.basis}",
+            iteration_s, stalls, result.expected_error, notes, unvalidated, result.path,
+            result.memory_needed_gb, result.memory_gb, getattr(result, "comm_error", None),
+            measured_interval_s(run, iteration_s),
         )  # fmt: skip
 
     def _carried_cpu(self, instance: dict[str, Any], workers: int, sync_s: float) -> tuple[float | None, str]:

@@ -28,6 +28,7 @@ OPTION_COLUMNS = (
     "run_id",
     "basis",
     "iteration_s",
+    "iteration_ci95_s",
     "samples_per_s",
     "iterations_per_epoch",
     "epoch_s",
@@ -83,6 +84,7 @@ class Estimate:
     memory_needed_gb: float | None = None  # of one GPU, where the step model checked it
     memory_gb: float | None = None
     comm_error: float | None = None  # the step's communication's held-out error (several GPUs, predicted)
+    iteration_ci95_s: float | None = None  # a measured step's 95% half-width (its profile's; None: predicted)
 
 
 def no_full_step(job: RentalJob, workers_total: int) -> str | None:
@@ -126,6 +128,7 @@ def option_row(
         "run_id": estimate.run_id,
         "basis": estimate.basis,
         "iteration_s": estimate.iteration_s,
+        "iteration_ci95_s": estimate.iteration_ci95_s,
         "samples_per_s": job.batch_size * workers * count / estimate.iteration_s,
         "iterations_per_epoch": per_epoch,
         "epoch_s": epoch_s,
@@ -187,7 +190,18 @@ def measured_estimate(row: dict[str, Any]) -> Estimate:
             f"its stalls add up to {iteration_s - remainder_s:.4g} s of the measured "
             f"{iteration_s:.4g} s step; {remainder_s:+.4g} s is not separated into a stall"
         )
-    return Estimate("measured", row["run_id"], f"profile {row['run_id']}", iteration_s, stalls, None, notes)
+    return Estimate(
+        "measured", row["run_id"], f"profile {row['run_id']}", iteration_s, stalls, None, notes,
+        iteration_ci95_s=measured_interval_s(row, iteration_s),
+    )  # fmt: skip
+
+
+def measured_interval_s(run: dict[str, Any], iteration_s: float) -> float | None:
+    """A measured option's 95% half-width: its profile's (`run`, a runs or stall_breakdown row) relative
+    interval, of `iteration_s` (the option's step, which may leave out stalls its profile had); None where
+    the profile stored none."""
+    ci95_s, run_s = finite_float(run.get("iteration_ci95_s")), finite_float(run.get("iteration_s"))
+    return None if ci95_s is None or not run_s else abs(ci95_s / run_s) * iteration_s
 
 
 def communication_unmeasured(row: dict[str, Any]) -> bool:

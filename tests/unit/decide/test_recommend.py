@@ -718,3 +718,26 @@ def test_a_cpu_machine_profiled_with_other_workers_than_asked_says_so(tmp_path) 
     ]
     assert recommend(db, "resnet50", 64, 1, 10_000, budget_hours=1000.0, instances=["box2"],
                      workers_per_instance=2).best["source"] == "measured"  # fmt: skip
+
+
+def test_a_measured_option_carries_its_profiles_interval_in_the_table_and_the_json(db, capsys):
+    """`stash recommend` printed a measured option's ±err as '-' and its JSON had no interval, while the
+    dashboard's card showed the profile's 95% interval: each now carries it, of the option's step."""
+    from stash_core.cli.main import main
+
+    best = _ask(db).best
+    assert best["source"] == "measured"
+    assert best["iteration_ci95_s"] == pytest.approx(0.01 * best["iteration_s"])  # result_doc stores 1%
+    job = ["recommend", "--model", "resnet50", "--batch-size", "64", "--epochs", "90", "--dataset-samples",
+           str(IMAGES), "--budget-hours", "24", "--instances", "big8,half4,one1", "--max-instances", "2",
+           "--db", str(db)]  # fmt: skip
+    assert main(job) == 0
+    out = capsys.readouterr().out
+    measured = next(line for line in out.splitlines() if line.strip().startswith("1 "))
+    assert "measured" in measured and re.search(r" 1\.0% +- ", measured), measured
+    assert "of a measured row its profile's 95% interval" in out
+    assert main([*job, "--format", "json"]) == 0
+    recommended = json.loads(capsys.readouterr().out)["recommended"]
+    assert recommended["step_ci95_s"] == pytest.approx(0.01 * recommended["step_s"])
+    predicted = [o for o in json.loads(json.dumps(_ask(db).to_json()))["options"] if o["source"] == "predicted"]
+    assert predicted and all(option["step_ci95_s"] is None for option in predicted)
