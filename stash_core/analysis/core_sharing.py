@@ -31,9 +31,9 @@ def core_sharing_note(doc: dict) -> str | None:
         )
     cores = fingerprint.get("cpu_cores_logical") or fingerprint.get("cpu_cores_physical")
     if spec.get("hosts"):  # R1 ran on the first host, whose cores this machine's fingerprint does not give...
-        first = ((doc.get("hosts") or [{}])[0] or {}).get("cpu_count")
-        # ...unless it is a node of the emulated cluster, a namespace of this machine: a stored run, which
-        # keeps no host's cpu_count, is then said as its profile said it
+        first = _first_host_cores(doc.get("hosts"))
+        # ...unless it is a node of the emulated cluster, a namespace of this machine: a run stored before
+        # the database kept its hosts (schema version 8) is then said as its profile said it
         cores = first or (cores if spec.get("cluster") == "emulated" else None)
     if spec.get("device") == "cpu" and workers >= 2 and cores and workers * threads >= int(cores):
         allreduce = ((breakdown.get("communication") or {}).get("interconnect") or {}).get("allreduce_s")
@@ -53,3 +53,11 @@ def _r1_workers(phases: list[dict] | None) -> int | None:
         if (phase.get("name") or phase.get("phase")) == "R1" and phase.get("workers"):
             return int(phase["workers"])  # every machine's (R1 runs on one)
     return None
+
+
+def _first_host_cores(hosts: object) -> int | None:
+    """The CPU count the first host reported (a result file's or a stored run's `hosts`); None where it is not
+    a positive whole number (a database edited by hand holds anything)."""
+    first = hosts[0] if isinstance(hosts, list) and hosts and isinstance(hosts[0], dict) else {}
+    count = first.get("cpu_count")
+    return count if isinstance(count, int) and not isinstance(count, bool) and count > 0 else None

@@ -204,7 +204,8 @@ def format_stored_run(run: dict, db_path: Path | str | None = None) -> str:
         lines.extend(format_communication(breakdown))
         # the caveat the profile printed: rebuilt from the stored spec and machine
         sharing = core_sharing_note({"spec": run.get("spec"), "fingerprint": run.get("fingerprint"),
-                                     "phases": run.get("phases"), "breakdown": breakdown})  # fmt: skip
+                                     "hosts": run.get("hosts"), "phases": run.get("phases"),
+                                     "breakdown": breakdown})  # fmt: skip
         lines += [sharing] if sharing else []
     elif run.get("status") == "completed":
         lines.append("no stall breakdown: the run has no valid iteration time stored")

@@ -64,7 +64,7 @@ from stash_core.userfiles import read_user_json
 # A batch of files holds the database for at most this long before readers get a turn.
 READER_TURN_S = 0.5
 _TIME_COLUMNS = ("started_at", "finished_at", "ingested_at")
-_JSON_COLUMNS = ("spec", "fingerprint", "warnings", "communication")
+_JSON_COLUMNS = ("spec", "fingerprint", "warnings", "communication", "hosts")
 _MODEL_COLUMNS = ("name", "kind", "param_count", "grad_tensor_count", "layer_count", "grad_bytes")
 
 

@@ -32,8 +32,9 @@ RUN_COLUMNS = (
     "status", "error", "started_at", "finished_at", "model", "batch_size", "workers_per_node", "nodes",
     "instance", "iteration_s", "iteration_ci95_s", "iterations_per_epoch", "epoch_s", "spec", "param_count",
     "grad_tensor_count", "layer_count", "grad_bytes", "fingerprint", "network_reference", "communication",
+    "hosts",
 )  # fmt: skip
-_JSON = ("spec", "fingerprint", "communication")
+_JSON = ("spec", "fingerprint", "communication", "hosts")
 PHASE_COLUMNS = (
     "phase_index", "description", "workers", "nodes", "data", "status", "error", "warmup_iterations",
     "iterations", "mean_s", "ci95_s", "std_s", "median_s", "p5_s", "p95_s", "data_s", "forward_s",
@@ -230,7 +231,7 @@ def _plain(column: str, value: Any) -> Any:
         moment = datetime.fromisoformat(value)
         moment = moment if moment.tzinfo else moment.replace(tzinfo=UTC)
         return (moment - _EPOCH) // timedelta(microseconds=1)
-    if column in ("fingerprint", "communication") and isinstance(value, str):
+    if column in ("fingerprint", "communication", "hosts") and isinstance(value, str):
         return json.loads(value)
     if column == "spec" and isinstance(value, str):
         spec = json.loads(value)

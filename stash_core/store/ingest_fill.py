@@ -1,7 +1,7 @@
-"""Fill in what a migration could not: the columns schema versions 2, 3 and 6 added to what was stored before
-them are NULL there (the figures were in the result files, not in the database). Ingesting such a run's file
-again is the same run (store/ingest_conflicts.py leaves a stored NULL of these columns out of the comparison)
-and gives them their values; a value stored already is never changed.
+"""Fill in what a migration could not: the columns schema versions 2, 3, 6 and 8 added to what was stored
+before them are NULL there (the figures were in the result files, not in the database). Ingesting such a run's
+file again is the same run (store/ingest_conflicts.py leaves a stored NULL of these columns out of the
+comparison) and gives them their values; a value stored already is never changed.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from stash_core.store.ingest_rows import PreparedRun
 from stash_core.store.migrations import LATER_COLUMNS, LATER_RUN_COLUMNS
 from stash_core.store.rollback import rollback_if_open
 
-# {runs column: its SQL type}: the ones versions 2 and 3 added, NULL for the runs stored before, less the
+# {runs column: its SQL type}: the ones versions 2, 3 and 8 added, NULL for the runs stored before, less the
 # remainder, which version 3 computed for every stored run.
 FILLED_LATER_RUN_COLUMNS = {
     column: kind for column, kind in LATER_RUN_COLUMNS.items() if column != "unattributed_s"

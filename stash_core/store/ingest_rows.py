@@ -150,6 +150,7 @@ def _run_row(doc: ResultDocument, source_file: str | None) -> dict[str, Any]:
         **_remainder_columns(breakdown),
         "network_reference": text(breakdown.get("network_reference")),
         "communication": json_text(breakdown["communication"]) if breakdown.get("communication") else None,
+        "hosts": json_text(doc["hosts"]) if isinstance(doc.get("hosts"), list) and doc["hosts"] else None,
         "source_file": source_file,
         "ingested_at": datetime.now(UTC).isoformat(),
     }

@@ -36,10 +36,11 @@ from stash_core.store.schema_template import SCHEMA_CHANGE, copy_schema
 # an export or a query of an older file would show as if it were today's.
 READABLE_FROM_VERSION = 3
 
-# The runs columns schema versions 2 and 3 added: databases and exports made before them lack them.
+# The runs columns schema versions 2, 3 and 8 added: databases and exports made before them lack them.
 _V2_RUN_COLUMNS = {"unattributed_s": "DOUBLE", "network_reference": "VARCHAR", "communication": "JSON"}
 _V3_RUN_COLUMNS = {"unattributed_ci95_s": "DOUBLE"}
-LATER_RUN_COLUMNS = {**_V2_RUN_COLUMNS, **_V3_RUN_COLUMNS}
+_V8_RUN_COLUMNS = {"hosts": "JSON"}
+LATER_RUN_COLUMNS = {**_V2_RUN_COLUMNS, **_V3_RUN_COLUMNS, **_V8_RUN_COLUMNS}
 # Every column a later version added to a table of the first layout: an export made before lacks it and is
 # still whole.
 LATER_COLUMNS: dict[str, frozenset[str]] = {
@@ -167,6 +168,12 @@ def _v6_to_v7(con: duckdb.DuckDBPyConnection) -> None:
     which every migration ends with."""
 
 
+def _v7_to_v8(con: duckdb.DuckDBPyConnection) -> None:
+    """Add runs.hosts (NULL for the runs stored before: what their hosts reported is in their result files,
+    and ingesting one again fills it in: store/ingest_fill.py)."""
+    _add_run_columns(con, _V8_RUN_COLUMNS)
+
+
 def _shipped_catalog_rows() -> list[tuple]:
     try:
         return builtin_catalog_rows(CATALOG_BEFORE_V5_CSV)
@@ -181,6 +188,7 @@ DB_MIGRATIONS: dict[int, Callable[[duckdb.DuckDBPyConnection], None]] = {
     4: _v4_to_v5,
     5: _v5_to_v6,
     6: _v6_to_v7,
+    7: _v7_to_v8,
 }
 
 VERSION_CHANGES = {
@@ -200,6 +208,9 @@ VERSION_CHANGES = {
     "stalls stored before), so that `stash show` names what the remainder holds stall by stall",
     7: "the `stall_breakdown` columns `<stall>_resolved`: whether each stall is resolved, its 95 % CI no "
     "wider than its value, as `stash show` says it",
+    8: "the `runs` column `hosts`: what each host of a run on remote hosts or the emulated cluster reported "
+    "(its CPU count gives `stash show` the note on workers sharing its cores); NULL for runs stored before, "
+    "filled in by ingesting a run's result file again",
 }
 
 

@@ -28,7 +28,7 @@ from stash_core.store.relations import relation_frame, relation_rows, row_limit
 if TYPE_CHECKING:
     import pandas as pd
 
-_JSON_RUN_COLUMNS = ("spec", "fingerprint", "warnings", "communication")
+_JSON_RUN_COLUMNS = ("spec", "fingerprint", "warnings", "communication", "hosts")
 _STALLS_SQL = (
     f"SELECT * FROM stalls WHERE run_id = ? ORDER BY list_position({list(STALL_NAMES)}, stall)"
     " NULLS LAST, stall"

@@ -18,7 +18,7 @@ from stash_core.results.file import STALL_NAMES
 from stash_core.store.catalog_seed import seed_builtin_catalog
 from stash_core.store.schema_docs import COMMENTS_DIGEST, comment_script, described_comments
 
-DB_SCHEMA_VERSION = 7
+DB_SCHEMA_VERSION = 8
 
 TABLES = (
     "runs", "phases", "iterations", "telemetry", "stalls", "models", "instances", "probes", "simulations",
@@ -66,6 +66,7 @@ CREATE TABLE IF NOT EXISTS runs (
     unattributed_ci95_s DOUBLE,
     network_reference VARCHAR,
     communication JSON,
+    hosts JSON,
     source_file VARCHAR,
     ingested_at TIMESTAMPTZ
 );

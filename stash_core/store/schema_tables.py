@@ -116,6 +116,9 @@ RUNS = RelationDoc(
         communication | | per communication stall (`interconnect`, `network`): the probes' all-reduce time,
             lower bound, link limit, wire bus bandwidth, exposed time and overlap share (result file
             `breakdown.communication`); NULL without probes
+        hosts | | what each host of a run on remote hosts or the emulated cluster reported (result file
+            `hosts`: host, hostname, Python, torch and Stash versions, CPU and GPU count); NULL on this
+            machine alone and for runs stored before schema version 8
         source_file | | absolute path of the result file it was ingested from; `upload:NAME` for a file
             uploaded on the dashboard (NAME as uploaded); NULL when ingested from memory
         ingested_at | UTC | when the row was written

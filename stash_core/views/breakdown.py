@@ -267,7 +267,7 @@ def _run_detail(
     runs, phases, stalls = frames["runs"], frames["phases"], frames["stalls"]
     samples, telemetry = frames["samples"], frames["telemetry"]
     run = _records(runs)[0]
-    for column in ("spec", "fingerprint", "warnings"):
+    for column in ("spec", "fingerprint", "warnings", "hosts"):
         if isinstance(run.get(column), str):
             run[column] = json.loads(run[column])
     for column in ("started_at", "finished_at", "ingested_at"):
@@ -292,7 +292,7 @@ def _core_sharing(run: dict[str, Any]) -> str | None:
         communication = None  # a hand-edited column: the note goes without the probe's time
     stalls = {row.get("stall"): row for row in run["stalls"]}
     breakdown = {"stalls": stalls, "communication": communication or {}}
-    machine = {"spec": run.get("spec"), "fingerprint": run.get("fingerprint"), "phases": run.get("phases")}
+    machine = {key: run.get(key) for key in ("spec", "fingerprint", "hosts", "phases")}
     return core_sharing_note({**machine, "breakdown": breakdown})
 
 

@@ -62,7 +62,7 @@ def test_on_remote_hosts_the_note_counts_r1s_workers_on_the_first_hosts_cores():
     doc["hosts"] = [{"host": "a", "cpu_count": 2}, {"host": "b", "cpu_count": 2}]
     note = core_sharing_note(doc)
     assert note is not None and "the 2 workers x 1 thread(s) share the first host's 2 cores" in note
-    del doc["hosts"]  # a stored run: the hosts' cores are not kept, so nothing is said of them
+    del doc["hosts"]  # a run stored before the database kept its hosts: nothing is said of their cores
     assert core_sharing_note(doc) is None
     stored = _doc(2, 1, 2, nodes=2)
     stored["phases"] = [{"phase": "R1", "workers": 2, "nodes": 1}]  # the store's phase rows
@@ -78,3 +78,34 @@ def test_a_stored_run_of_the_emulated_cluster_keeps_the_note_its_profile_printed
     assert "the 2 workers x 1 thread(s) share the first host's 2 cores" in core_sharing_note(doc)
     doc["spec"]["cluster"] = None  # remote hosts: their cores are not this machine's
     assert core_sharing_note(doc) is None
+
+
+def test_a_stored_run_on_remote_hosts_keeps_the_note_in_show_and_on_the_page(tmp_path, capsys):
+    """The store kept no host's cpu_count, so `stash show` and the Stall breakdown page dropped the note the
+    profile printed for a run on remote hosts: the runs table now keeps what each host reported."""
+    from result_docs import result_doc
+
+    from stash_core import store
+    from stash_core.cli import main
+    from stash_core.views.breakdown import run_detail
+
+    doc = result_doc(workers=2, nodes=2, stalls={"compute": 0.2, "interconnect": 0.181, "network": 0.05},
+                     spec_extra={"threads_per_worker": 1, "hosts": ["a", "b"]})  # fmt: skip
+    doc["fingerprint"]["cpu_cores_logical"] = 64  # the launching machine's: not where R1 ran
+    doc["hosts"] = [{"host": name, "hostname": name, "cpu_count": 2} for name in ("a", "b")]
+    db = tmp_path / "r.duckdb"
+    store.ingest_result(db, doc)
+    assert store.get_run(db, doc["run_id"])["hosts"] == doc["hosts"]
+    said = "the 2 workers x 1 thread(s) share the first host's 2 cores"
+    assert main(["show", doc["run_id"], "--db", str(db)]) == 0
+    assert said in capsys.readouterr().out
+    assert said in run_detail(db, doc["run_id"])["core_sharing"]
+
+
+def test_hosts_edited_by_hand_into_anything_give_no_note_and_no_crash():
+    doc = _doc(2, 1, 64, nodes=2)
+    doc["spec"]["hosts"] = ["a", "b"]
+    doc["phases"] = [{"name": "R1", "workers": 2, "nodes": 1}]
+    for hosts in ({"a": 1}, ["a"], [{"cpu_count": "two"}], [{"cpu_count": True}], [{"cpu_count": -2}], 7):
+        doc["hosts"] = hosts
+        assert core_sharing_note(doc) is None, hosts

@@ -89,8 +89,8 @@ def _probe_section(run_id: str) -> list[dict]:
 def test_an_export_gives_back_telemetry_holes_probes_and_a_script_s_loader(tmp_path, fmt) -> None:
     """Read back and stored again, an export holds every row it was made of: a telemetry metric never
     sampled and a moment when none was (NULL values: the pivot dropped them), the probes the profile
-    measured (never rebuilt), and a script's unrecorded DataLoader (stored as 2 workers, the spec's
-    default)."""
+    measured (never rebuilt), what each remote host reported, and a script's unrecorded DataLoader (stored
+    as 2 workers, the spec's default)."""
     import duckdb
 
     run_id = "20261122T080000Z-eeee0010"
@@ -101,6 +101,8 @@ def test_an_export_gives_back_telemetry_holes_probes_and_a_script_s_loader(tmp_p
     for values in series.values():
         values[1] = None  # a moment when no metric was
     doc["probes"] = _probe_section(run_id)
+    reported = (("a", 2), ("b", 4))
+    doc["hosts"] = [{"host": name, "hostname": name, "cpu_count": cores} for name, cores in reported]
     script = result_doc(run_id="20261122T080000Z-eeee0011", seed=11, spec_extra={"loader_workers": 2})
     script["spec"]["model"] = script["model"]["name"] = "script:train.py"
     for phase in script["phases"]:
@@ -116,12 +118,14 @@ def test_an_export_gives_back_telemetry_holes_probes_and_a_script_s_loader(tmp_p
         "telemetry": "SELECT count(*), count(value) FROM telemetry",
         "probes": "SELECT kind, scope, size_bytes, busbw_gbps, world_size FROM probes ORDER BY ALL",
         "loader": "SELECT run_id, loader_workers FROM runs ORDER BY run_id",
+        "hosts": "SELECT run_id, CAST(hosts AS VARCHAR) FROM runs ORDER BY run_id",
     }
     for name, sql in queries.items():
         with duckdb.connect(str(source), read_only=True) as a, duckdb.connect(str(copy), read_only=True) as b:
             assert b.execute(sql).fetchall() == a.execute(sql).fetchall(), name
     with duckdb.connect(str(copy), read_only=True) as con:
         assert con.execute("SELECT count(*) FROM probes").fetchall() == [(4,)]
+        assert con.execute("SELECT count(hosts) FROM runs").fetchall() == [(1,)]
         script_loader = "SELECT loader_workers FROM runs WHERE model LIKE 'script:%'"
         assert con.execute(script_loader).fetchall() == [(None,)]
 

@@ -585,17 +585,22 @@ def test_a_run_stored_before_a_column_existed_gets_its_files_figures_when_ingest
     doc = result_doc(run_id=OLD_RUNS[0])
     doc["breakdown"]["communication"] = {"interconnect": {"allreduce_s": 0.02, "world_size": 2}}
     doc["breakdown"]["stalls"]["compute"]["raw_s"] = doc["breakdown"]["stalls"]["compute"]["seconds"]
+    doc["hosts"] = [{"host": "a", "hostname": "a", "cpu_count": 4}]  # version 8 keeps what the hosts reported
     path = tmp_path / "old.duckdb"
     _v1_database(path, tmp_path / "scratch.duckdb", [doc])
 
     assert store.ingest_result(path, doc) is True  # migrated, then the gaps filled in
     run = store.get_run(path, OLD_RUNS[0])
     assert run["communication"] == doc["breakdown"]["communication"]
-    assert run["unattributed_ci95_s"] is not None
+    assert run["unattributed_ci95_s"] is not None and run["hosts"] == doc["hosts"]
     with duckdb.connect(str(path), read_only=True) as con:
         raw = con.execute("SELECT raw_s FROM stalls WHERE run_id = ? AND stall = 'compute'", [OLD_RUNS[0]])
         assert raw.fetchall() == [(doc["breakdown"]["stalls"]["compute"]["seconds"],)]
     assert store.ingest_result(path, doc) is False  # the same run, nothing left to fill in
     doc["breakdown"]["communication"]["interconnect"]["allreduce_s"] = 0.5
     with pytest.raises(UsageError, match="other communication;"):  # a stored value is never replaced
+        store.ingest_result(path, doc)
+    doc["breakdown"]["communication"]["interconnect"]["allreduce_s"] = 0.02
+    doc["hosts"][0]["cpu_count"] = 8
+    with pytest.raises(UsageError, match="other hosts;"):
         store.ingest_result(path, doc)
