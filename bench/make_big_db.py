@@ -121,7 +121,7 @@ def build(db_path: Path, runs: int, iterations_per_phase: int, telemetry_points:
                    '0.1.0',
                    1, '{}', '{}', '[]',
                    0.0, 0.0,  -- unattributed_s and its interval: the stalls below add up to iteration_s
-                   NULL, NULL, NULL, now()
+                   NULL, NULL, NULL, NULL, now()  -- network_reference, communication, hosts, source_file
             FROM gen g
             JOIN model_list m ON m.idx = g.model_idx
             JOIN instance_list i ON i.idx = g.instance_idx
