@@ -14,7 +14,7 @@ import math
 
 from stash_core.analysis.stalls import STALL_OF_PHASE
 from stash_core.analysis.stats import run_difference
-from stash_core.units import finite_float
+from stash_core.units import finite_float, format_time
 
 # The prefix of the warning, so that pages and commands can find it among the breakdown's warnings.
 IMPOSSIBLE = "impossible differential run"
@@ -48,10 +48,14 @@ def faster_pairs(
 ) -> list[tuple[str, str, float]]:
     """(earlier, later, the difference's ci95_s) of the chain's runs where the later one, which does more, is
     faster beyond the noise. `stalls`: the breakdown's, whose difference and interval (paired by round where
-    the runs shared rounds) decide for the stall a pair is, so that this verdict is the stall's own."""
+    the runs shared rounds) decide for the stall a pair is, so that this verdict is the stall's own. A pair
+    whose stall is not separable (a script that iterates no DataLoader, or opens no file under --data-dir)
+    ran the same work twice: the later one does no more, and their difference is the launches' noise."""
     measured = [name for name in chain if name in times]
     pairs = []
     for earlier, later in zip(measured, measured[1:], strict=False):
+        if ((stalls or {}).get(STALL_OF_PHASE.get(later, "")) or {}).get("status") == "not_separable":
+            continue
         seconds, ci95_s = _difference(times, earlier, later, stalls)
         if seconds < 0 and -seconds > ci95_s:
             pairs.append((earlier, later, ci95_s))
@@ -125,8 +129,9 @@ def impossible_findings(
     findings = []
     for earlier, later, ci95_s in faster_pairs(times, chain, breakdown.get("stalls")):
         findings.append(
-            f"{earlier} took {times[earlier][0]:.4f} s per iteration and {later} {times[later][0]:.4f} s: "
-            f"{later} does more than {earlier} and cannot be faster beyond the noise (± {ci95_s:.4f} s)"
+            f"{earlier} took {format_time(times[earlier][0])} per iteration and {later} "
+            f"{format_time(times[later][0])}: {later} does more than {earlier} and cannot be faster beyond "
+            f"the noise (± {format_time(ci95_s)})"
         )
     findings += share_findings(breakdown)
     return findings

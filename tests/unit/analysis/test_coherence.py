@@ -5,6 +5,7 @@ from __future__ import annotations
 from stash_core.analysis.coherence import (
     DIFFERENT_WORK,
     IMPOSSIBLE,
+    faster_pairs,
     impossible_findings,
     impossible_of_stored,
     impossible_warning,
@@ -23,7 +24,7 @@ def findings_of(times: dict[str, tuple[float, float]]) -> list[str]:
 
 def test_r0_slower_than_r1_beyond_the_noise_is_impossible_and_named() -> None:
     found = findings_of({"R0": (0.92, 0.02), "R1": (0.22, 0.01)})
-    assert found[0].startswith("R0 took 0.9200 s per iteration and R1 0.2200 s")
+    assert found[0].startswith("R0 took 920.0 ms per iteration and R1 220.0 ms")
     assert any("compute is 418% of the iteration" in text for text in found)
 
 
@@ -31,10 +32,23 @@ def test_a_share_above_100_percent_within_the_noise_is_no_finding_and_beyond_it_
     # compute 0.23 s of a 0.22 s iteration, each ± 0.02 s: 10 ms beyond it, the noise 28 ms
     assert findings_of({"R0": (0.23, 0.02), "R1": (0.22, 0.02)}) == []
     assert findings_of({"R0": (0.23, 0.002), "R1": (0.22, 0.002)}) == [
-        "R0 took 0.2300 s per iteration and R1 0.2200 s: R1 does more than R0 and cannot be faster beyond "
-        "the noise (± 0.0028 s)",
+        "R0 took 230.0 ms per iteration and R1 220.0 ms: R1 does more than R0 and cannot be faster beyond "
+        "the noise (± 2.8 ms)",
         "compute is 105% of the iteration",
     ]
+
+
+def test_runs_that_did_the_same_work_are_not_an_impossible_pair_and_short_steps_keep_their_digits() -> None:
+    """A script that iterates no DataLoader runs the same work in R0 and R2 (its CPU and disk stalls are not
+    separable): R2 a little faster than R0 was called impossible, "R2 does more than R0", with the two
+    times and their noise printed as 0.0003 s, 0.0003 s and ± 0.0000 s."""
+    times = {"R0": (0.000312, 0.000002), "R2": (0.000298, 0.000002)}
+    stalls = {"disk": {"status": "not_separable"}, "cpu": {"status": "not_separable"}}
+    assert faster_pairs(times, ["R0", "R2"], stalls) == []
+    (earlier, later, ci95_s), = faster_pairs(times, ["R0", "R2"])
+    found = impossible_findings({}, times, ["R0", "R2"])
+    assert found[0].startswith("R0 took 312 us per iteration and R2 298 us: R2 does more than R0")
+    assert found[0].endswith(f"(± {ci95_s * 1e6:.0f} us)") and ci95_s > 0
 
 
 def test_a_coherent_chain_is_possible() -> None:
