@@ -142,7 +142,7 @@ def print_plan(plan: Any, budget_usd: float | None, iterations: str | int | None
         if offer.price_region and offer.price_region != offer.region:  # the catalog prices another region
             price = f"${offer.usd_per_h:g}/h (price of {offer.price_region}, {offer.price_date or 'undated'})"
         elif not offer.price_region:  # the catalog states no region of its price: taken for the launch's
-            price = f"${offer.usd_per_h:g}/h (region unstated, {offer.price_date or 'undated'})"
+            price = f"${offer.usd_per_h:g}/h (price's region not stated, {offer.price_date or 'undated'})"
         rows.append((offer.name, offer.provider, offer.region, price, (
             f"{len(item.todo)} to run, {len(item.stored)} stored  {_minutes(item.profiles_s)} profiling "
             f"({basis}) + {_minutes(item.overhead_s)} start-up = {_minutes(item.seconds)}  "

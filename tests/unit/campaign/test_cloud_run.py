@@ -212,7 +212,7 @@ def test_dry_run_without_skypilot_prints_the_plan_and_the_tasks(capsys, monkeypa
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert out.splitlines()[0] == "cloud campaign: 2 instance type(s), on-demand prices from the catalog"
-    assert "g5.xlarge   aws us-east-1 $1.006/h (region unstated, 2025-01-01)  1 to run, 0 stored" in out
+    assert "g5.xlarge   aws us-east-1 $1.006/h (price's region not stated, 2025-01-01)  1 to run, 0 stored" in out
     assert "at catalog prices (prices of 2025-01-01)" in out
     assert out.count("# SkyPilot task of") == 2 and "instance_type: g4dn.xlarge" in out
     assert "not checked by SkyPilot: it is not installed here" in out
@@ -230,7 +230,7 @@ def test_a_plan_in_another_region_says_whose_price_it_shows(capsys, monkeypatch,
     assert "g5.xlarge aws us-west-2 $1.006/h (price of us-east-1, 2025-01-01)" in result.stdout
     set_instance(db, "g5.xlarge", region="")  # a catalog row that states no region: its price is not said to
     result = stash_here(capsys, monkeypatch, *argv, "--db", str(db))  # be us-west-2's
-    assert "g5.xlarge aws us-west-2 $1.006/h (region unstated, 2025-01-01)" in result.stdout
+    assert "g5.xlarge aws us-west-2 $1.006/h (price's region not stated, 2025-01-01)" in result.stdout
 
 
 def test_the_note_on_iterations_auto_is_made_for_runs_of_iterations_auto_only(capsys, monkeypatch, tmp_path):

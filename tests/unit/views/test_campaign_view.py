@@ -90,7 +90,7 @@ def test_the_page_shows_the_figures_the_command_prints(db: Path, capsys: pytest.
         line = next(text for text in lines if text.strip().startswith(row.instance + " "))
         prices = answer.prices.set_index("instance")
         unstated = str(prices.loc[row.instance, "price_region"]).startswith("not stated")  # as the page says
-        where = "region unstated, " if unstated else ""
+        where = "price's region not stated, " if unstated else ""
         assert f"${row.usd_per_h:g}/h ({where}{row.price_date})" in line
         assert f"= {row.machine_min:.1f} min  ${row.cost_usd:.2f}" in line
     cost = cloud_plan.cents_up(answer.cost_usd)
