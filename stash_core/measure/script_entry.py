@@ -31,6 +31,7 @@ from stash_core import PACKAGE_PARENT, SAFE_PATH_VALUE
 from stash_core.measure import protocol
 from stash_core.measure.error_line import error_line, raised_at
 from stash_core.measure.output_tail import OutputTail, last_words
+from stash_core.measure.rank_sync import MIN_WARMUP_ITERATIONS
 from stash_core.measure.script_backward import BACKWARDS_WITHOUT_STEP, no_step_in_time, no_step_message
 from stash_core.measure.script_cache import cache_state_thread, evict_each_read
 from stash_core.measure.script_groups import destroy_kept, end, groups_kept
@@ -221,9 +222,9 @@ def script_end(clock: StepClock, rule: StopRule, status: object, gather: bool = 
     result = rule.ended_by_script(gather)
     if not result["samples"]["iteration_s"]:  # every iteration was warm-up: no figure to give
         raise ScriptFailed(
-            f"the script ended after {clock.iterations + 1} optimizer steps: no iteration is left after the "
-            f"warm-up ({result['warmup_iterations']} iterations; the first step starts the clock), so give "
-            "the script more steps"
+            f"the script ended after {clock.iterations + 1} optimizer steps, all of them warm-up (the "
+            f"first step, which starts the clock, and at least the {MIN_WARMUP_ITERATIONS} iterations after "
+            "it): no iteration is left to time, so give the script more steps"
         )
     return result
 
