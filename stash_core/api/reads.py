@@ -29,16 +29,26 @@ def runs(db: Path | str | None = None, limit: int | None = None) -> pd.DataFrame
     Returns:
         pandas.DataFrame: one row per run: run_id, started_at, status, model, batch_size, workers_per_node,
         instance, iteration_s, and per stall its seconds, interval and share (compute_s, compute_ci95_s,
-        compute_share, ...).
+        compute_share, ...); `figures` is "impossible" or "not comparable" for a breakdown that is not to be
+        read as stalls (its runs disagree beyond the noise, or did different work per process: `stash
+        show` says why), else None, as `stash runs` marks it.
 
     Raises:
         UsageError: `db` is not a Stash database (missing, another program's, too new), or `limit` is not
             a whole number from 1 to 1,000,000.
     """
+    import pandas as pd
+
     from stash_core import store
+    from stash_core.store.impossible_runs import breakdown_marks
 
     most = checked("limit", limit, count(MAX_LIMIT))
-    return store.list_runs(_existing(database(db)), limit=most)
+    path = _existing(database(db))
+    frame = store.list_runs(path, limit=most)
+    marks = breakdown_marks(path, list(frame["run_id"]))
+    # object, not pandas' text dtype: an unmarked run's None stays None, as `stash runs --format json` has it
+    figures = pd.Series([marks.get(run_id) for run_id in frame["run_id"]], index=frame.index, dtype=object)
+    return frame.assign(figures=figures)
 
 
 @api_options("breakdown")

@@ -33,6 +33,23 @@ def test_runs_lists_every_stored_run_newest_first(stored):
     assert {"iteration_s", "compute_s", "compute_share"} <= set(frame.columns)
 
 
+def test_runs_marks_a_breakdown_not_to_be_read_as_stalls_as_stash_runs_does(stored, capsys):
+    """`stash runs` marked an impossible breakdown; runs() gave its shares without a word."""
+    from stash_core.analysis.coherence import IMPOSSIBLE
+    from stash_core.cli import main
+
+    db, *_ = stored
+    said = f"{IMPOSSIBLE}: R0 took 920.0 ms per iteration and R1 220.0 ms"
+    warned = result_doc("resnet18", run_id="20261124T130000Z-dddd0004", warnings=[said])
+    store.ingest_result(db, warned)
+    figures = stash.runs(db).set_index("run_id")["figures"]
+    assert figures["20261124T130000Z-dddd0004"] == "impossible"
+    assert figures["20261124T100000Z-aaaa0001"] is None
+    assert main(["runs", "--format", "json", "--db", str(db)]) == 0
+    printed = {row["run_id"]: row["figures"] for row in json.loads(capsys.readouterr().out)["runs"]}
+    assert printed == figures.to_dict()
+
+
 def test_a_breakdown_is_the_results_own_rows(stored):
     db, path, done, _ = stored
     result = stash.load_result(path)
