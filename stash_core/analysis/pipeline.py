@@ -7,6 +7,7 @@ minus the last synthetic run before it is the whole input pipeline (loading, dec
 from __future__ import annotations
 
 from stash_core.analysis.stats import run_difference
+from stash_core.units import finite_float, format_time
 
 SYNTHETIC_REFERENCES = ("R1n", "R1", "R0")  # the run R2 is compared with: the last synthetic one measured
 PIPELINE_WARNING = "input pipeline (CPU and disk together): "  # how a profile's warning of it begins
@@ -22,3 +23,36 @@ def input_pipeline(times: dict[str, tuple[float, float | None]]) -> tuple[float,
         return None
     seconds, ci95_s = run_difference(times["R2"], times[reference])
     return seconds, ci95_s, reference
+
+
+STEP_PARTS = ("forward_s", "backward_s", "optimizer_s")  # the step's own parts, beside the wait for data
+
+
+def outside_the_data_wait(
+    phases: list[dict], reference: str, seconds: float, ci95_s: float, loader_workers: int | None
+) -> str | None:
+    """Where a resolved input-pipeline difference (R2 - `reference`) is not in the wait for data: the loop's
+    data wait (phases' parts_mean_s.data_s) grew by less than half of it, and the step's own parts grew
+    instead. Loading is then not what the difference measured: other load slowed R2, or (with loader
+    processes) they took the cores from the training. The sentence that says so, or None."""
+    parts = {phase.get("name"): phase.get("parts_mean_s") or {} for phase in phases}
+    later, earlier = parts.get("R2") or {}, parts.get(reference) or {}
+    grown = {key: _grown(later, earlier, key) for key in ("data_s", *STEP_PARTS)}
+    wait_s = grown.pop("data_s")
+    if wait_s is None or not seconds > ci95_s or wait_s >= seconds / 2:
+        return None
+    step = ", ".join(f"{key.removesuffix('_s')} {value * 1e3:+.2f} ms" for key, value in grown.items()
+                     if value is not None)  # fmt: skip
+    if loader_workers:
+        cause = (f"its {loader_workers} loader process(es) took cores from the training, or other load on "
+                 "the machine slowed it")  # fmt: skip
+    else:
+        cause = "other load on the machine slowed it (a loader without processes loads within the wait)"
+    return (f"of the input pipeline's {format_time(seconds)}, the wait for data grew by "
+            f"{format_time(wait_s)} (R2 - {reference}); the rest is in the step itself "
+            f"({step or 'its parts not timed'}): {cause}")  # fmt: skip
+
+
+def _grown(later: dict, earlier: dict, key: str) -> float | None:
+    after, before = finite_float(later.get(key)), finite_float(earlier.get(key))
+    return None if after is None or before is None else after - before

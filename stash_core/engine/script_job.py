@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from stash_core.analysis.pipeline import PIPELINE_WARNING
+from stash_core.analysis.pipeline import PIPELINE_WARNING, outside_the_data_wait
 from stash_core.analysis.pipeline import input_pipeline as pipeline_difference
 from stash_core.analysis.stalls import STALL_OF_PHASE
 from stash_core.engine.plan import PhasePlan
@@ -119,6 +119,9 @@ def finish_script_doc(doc: dict) -> None:
             f"{PIPELINE_WARNING}{seconds:.6f} s ± {ci95_s:.6f} per iteration "
             f"(R2 - {reference}), shown in 'not separated'"
         )
+        loaders = doc["spec"]["loader_workers"]
+        elsewhere = outside_the_data_wait(doc["phases"], reference, seconds, ci95_s, loaders)
+        breakdown["warnings"] += [elsewhere] if elsewhere else []
 
 
 def run_warnings(doc: dict) -> list[str]:
