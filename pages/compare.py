@@ -224,10 +224,16 @@ def main() -> None:
             "Note": notes,
         }
     )
-    # a column with no figure in any row (no epoch for data made on the device) only narrows the others
-    empty = [name for name in ("Epoch", "USD/epoch", "Note")
-             if table[name].map(lambda cell: str(cell).strip() in ("", "–", MISSING_TEXT)).all()]  # fmt: skip
-    show_table(table.drop(columns=empty))
+    # a column with no figure in any row (no epoch for data made on the device) only narrows the others, as
+    # Per GPU does where it repeats Samples/s in every row (one GPU a worker; the Normalised chart has it)
+    blank = table.map(lambda cell: str(cell).strip() in ("", "–", MISSING_TEXT))
+    empty = [name for name in ("Epoch", "USD/epoch", "Note") if blank[name].all()]
+    empty += ["Per GPU"] if (blank["Per GPU"] | (table["Per GPU"] == table["Samples/s"])).all() else []
+    shown = table.drop(columns=empty)
+    px = {name: views.compare.SIDE_BY_SIDE[name]["width"] for name in shown}  # its own, else narrowed to fit
+    own = {"fit": False, "row_height": views.table_fit.wrapped_row_px(shown, px)}
+    show_table(shown, column_config=views.compare.SIDE_BY_SIDE,
+               **(own if sum(px.values()) <= views.table_fit.TABLE_BUDGET_PX else {}))
     for name, words in said.items():  # what a predicted row's note means beyond its ±
         st.caption(f"Note *{plain(name)}*: {plain(words.split(': ', 1)[-1])}.")
     download_buttons(frame, f"compare_{views.breakdown.short_model(model)}_b{batch_size}", "cmp-table")

@@ -1,5 +1,6 @@
 """Overview: what the database holds, the latest breakdowns at a glance, and a first step on an empty one."""
 
+import pandas as pd
 import streamlit as st
 
 from pages._shared import (
@@ -144,14 +145,16 @@ def main() -> None:
 
     st.subheader("Recent runs")
     recent = info["recent"].assign(error=info["recent"]["error"].fillna(""))
-    # Workers and machines in one column, and no Error column while no run failed: the table fits the page.
+    # Workers and machines in one column: the table fits the page.
     scale = [f"{w} × {n}" for w, n in zip(recent["workers_per_node"], recent["nodes"], strict=True)]
     # a run as the charts and `stash show` name it: the random tail of its id (the whole id ran to 4 lines)
     short = views.breakdown.listed_run_ids(list(recent["run_id"]))
     recent = recent.assign(workers_per_node=scale, run_id=short)
-    marks = ("error", "time_of", "label", "figures")
-    # the device and the epoch are on the run's own page: eleven columns did not fit a 1280 px window
-    hidden = ["nodes", "device", "epoch_s"] + [column for column in marks if not recent[column].any()]
+    # the device and the epoch are on the run's own page, and a run's error and what its partial times are of
+    # under the table: as columns, their sentences narrowed the others to names broken mid-word and cut
+    # headings in a 1280 px window
+    marks = [column for column in ("label", "figures") if not recent[column].any()]
+    hidden = ["nodes", "device", "epoch_s", "error", "time_of", *marks]
     show_table(
         recent.drop(columns=hidden),
         column_config={
@@ -168,19 +171,24 @@ def main() -> None:
                                                  "instance label; the run's page says why"),
             "figures": st.column_config.TextColumn("Figures", help=FIGURES_HELP),
             # the mean and its 95% interval beside it, as numbers (they sort), as the line above gives them
-            "iteration_s": st.column_config.NumberColumn("Iteration (s)", format="%.4f"),
+            "iteration_s": st.column_config.NumberColumn("Iteration (s)", format="%.4f", help="the mean "
+                                                         "time per iteration; a run that did not complete "
+                                                         "has one phase's (said under the table)"),
             "iteration_ci95_s": st.column_config.NumberColumn("± (s)", format="%.4f",
                                                               help="the iteration's 95% interval"),
-            **({} if "error" in hidden else {"error": "Error"}),
-            **({} if "time_of" in hidden else {"time_of": PARTIAL_TIMES}),
         },
     )
+    run_notes(recent)
 
 
-# a run that did not complete: its times are one phase's (R0: one worker), as `stash runs` marks them
-PARTIAL_TIMES = st.column_config.TextColumn(
-    "Partial times", help="a run that did not complete: its times are one phase's, not the job's"
-)
+def run_notes(recent: pd.DataFrame) -> None:
+    """Under the recent runs, a failed run's error and, for a run that did not complete, what its times are
+    of: one phase's (R0: one worker), not the job's, as `stash runs` marks them."""
+    for run, error, times in zip(recent["run_id"], recent["error"], recent["time_of"], strict=True):
+        said = [f"{name}: {plain(text)}" for name, text in (("Error", error), ("Partial times", times))
+                if text]  # fmt: skip
+        if said:
+            st.caption(f"Run **{plain(run)}** · " + " · ".join(said))
 
 
 with page_guard():

@@ -338,6 +338,19 @@ def compare_verdict(frame: pd.DataFrame) -> dict[str, Any]:
     return verdict
 
 
+# The Compare page's side-by-side table: headings whole at 1280 px, in full in their tooltips ("USD/1M sa…"
+# was cut), and widths that keep names' and notes' words whole ("measure|d", "overhead-bo|und" at one width)
+SIDE_BY_SIDE = {
+    "Configuration": {"width": 110}, "Source": {"width": 90}, "Runs": {"width": 46},
+    "Iteration": {"width": 68, "help": "Time per iteration; a measured row's ± is its 95% interval"},
+    "Epoch": {"width": 68}, "Samples/s": {"width": 74}, "Per GPU": {"width": 66},
+    "USD/h": {"width": 58, "help": "On-demand price per hour"},
+    "USD/epoch": {"width": 78, "help": "On-demand cost of an epoch"},
+    "USD/1M samples": {"width": 64, "label": "USD/1M", "help": "On-demand cost of a million samples"},
+    "Note": {"width": 114},
+}  # fmt: skip
+
+
 def meaning_cells(meanings: pd.Series) -> tuple[pd.Series, dict[str, str]]:
     """The Note column's cells by their notes' short names ("overhead-bound"), and {name: its words} of the
     names said: one long note in many rows made every row of the table eight lines tall."""

@@ -252,3 +252,22 @@ def test_the_measured_figures_carry_their_interval_in_the_cards_and_the_table(po
     cheapest = cards.split("Cheapest measured")[1]
     assert " ± " in fastest.split("samples/s")[0] or " to " in fastest.split("samples/s")[0]
     assert " ± " in cheapest.split("per million samples")[0]
+
+
+def test_the_side_by_side_table_is_read_whole_in_a_1280_px_window(empty_db: Path) -> None:
+    """With the examples the table cut "Configurati…" and "USD/1M sa…" and broke "measure|d" and
+    "overhead-bo|und": it keeps within the page at its own widths, its headings short (in full in their
+    tooltips), and leaves out Per GPU where it repeats Samples/s (one GPU a worker)."""
+    import json
+
+    from stash_core.store import examples
+    from stash_core.views.table_fit import TABLE_BUDGET_PX
+
+    examples.import_examples(empty_db)
+    table = _shown_page().dataframe[0]
+    config = json.loads(table.proto.columns)
+    shown = list(table.value.columns)
+    assert "Per GPU" not in shown and {"Samples/s", "Note"} <= set(shown)
+    assert sum(config[name]["width"] for name in shown) <= TABLE_BUDGET_PX
+    cost = config["USD/1M samples"]
+    assert cost["label"] == "USD/1M" and "million samples" in cost["help"]

@@ -1,5 +1,5 @@
 """The Overview's recent runs listed a failed run's iteration time, R0's (one worker), as if it were the
-run's; a column says which phase its times are of, shown only while a listed run has such times."""
+run's; a line under the table says which phase its times are of, only while a listed run has such times."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from support import REPO
 
 from stash_core import store, views
 from stash_core.views.breakdown import short_run_id
+from stash_core.views.common import plain
 
 R0_NOTE = (
     "failed in R1; its time is R0's (1 worker, synthetic data on the device), the last phase that completed"
@@ -38,13 +39,25 @@ def test_the_view_says_what_a_failed_runs_times_are_of(tmp_path: Path) -> None:
     assert columns.index("time_of") == columns.index("epoch_s") + 1
 
 
-def test_the_recent_runs_table_names_the_phase_only_while_a_run_has_such_times(empty_db: Path) -> None:
+def recent_notes(db: Path) -> list[str]:
+    """The lines under the recent runs: each listed run's error and what its partial times are of."""
+    app = AppTest.from_file(str(REPO / "app.py"), default_timeout=90)
+    app.run()
+    assert not app.exception, [e.value for e in app.exception]
+    return [caption.value for caption in app.caption if caption.value.startswith("Run **")]
+
+
+def test_the_recent_runs_say_the_phase_only_while_a_run_has_such_times(empty_db: Path) -> None:
+    """Under the table, not in it: as columns, the error's and the note's sentences narrowed the others at
+    1280 px (a model's name broken mid-word, headings cut to "Iterati…" and "Partial…")."""
     store.ingest_result(empty_db, result_doc())
-    assert "time_of" not in recent_table(empty_db).columns
+    assert recent_notes(empty_db) == []
     partial = partial_failed_doc()
     store.ingest_result(empty_db, partial)
-    table = recent_table(empty_db).set_index("run_id")
-    assert table.loc[short_run_id(partial["run_id"]), "time_of"] == R0_NOTE
+    assert not {"time_of", "error"} & set(recent_table(empty_db).columns)
+    [note] = recent_notes(empty_db)
+    assert note.startswith(f"Run **{short_run_id(partial['run_id'])}** · Error: ")
+    assert note.endswith(" · Partial times: " + plain(R0_NOTE))
 
 
 def test_a_run_id_stash_did_not_make_is_shown_whole(empty_db: Path) -> None:

@@ -92,6 +92,9 @@ def test_a_small_revocation_simulation(tmp_path, monkeypatch):
     # revoked spot instances cost time: the mean spot run is slower than the unrevoked on-demand one
     assert by.loc["spotDNN", "mean_time_s"] > by.loc["on-demand", "mean_time_s"]
     assert by.loc["spotDNN", "mean_cost_usd"] < by.loc["on-demand", "mean_cost_usd"]
+    # all the runs made and all finished: the notes above would say otherwise; as columns, twelve in all cut
+    # the headings at 1280 px ("never finis…", "revocation…")
+    assert not {"runs_asked", "never_finishes"} & set(rows.columns)
 
 
 def test_an_impossible_deadline_is_explained(tmp_path, monkeypatch):
