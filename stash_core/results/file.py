@@ -275,6 +275,9 @@ def _validate_body(doc: dict) -> None:
     if breakdown is not None:
         _validate_breakdown(breakdown)
     _check_probes(doc.get("probes"))
+    hosts = doc.get("hosts")  # what each remote host reported: stored whole (runs.hosts)
+    if hosts is not None and not (isinstance(hosts, list) and all(isinstance(host, dict) for host in hosts)):
+        raise UsageError("result file: hosts must be a list of objects or null")
     check_ranges(doc)
 
 

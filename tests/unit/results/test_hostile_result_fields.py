@@ -181,6 +181,9 @@ REFUSED = [
      "breakdown.iterations_per_epoch is 0; expected at least 1"),
     ("breakdown-warnings-numbers", _set("breakdown.warnings", [1, 2]),
      "breakdown.warnings must be a list of text"),
+    # stored whole since the store keeps the hosts (runs.hosts): only what a profile writes
+    ("hosts-an-object", _set("hosts", {"a": {"cpu_count": 2}}), "hosts must be a list of objects or null"),
+    ("hosts-of-text", _set("hosts", ["a", "b"]), "hosts must be a list of objects or null"),
 ]  # fmt: skip
 
 # (id, change): odd but possible, stored, and `stash show` prints it without an escape sequence.
@@ -198,6 +201,7 @@ STORED = [
     # a profile whose hosts were refused fails before it chooses its device: its result is stored
     ("spec-device-auto", _set("spec.device", "auto")),
     ("spec-hosts-shell", _set("spec.hosts", ["a;rm -rf /"])),
+    ("hosts-hostname-escape", _set("hosts", [{"host": "a", "hostname": "a\x1b[2J", "cpu_count": 2}])),
     ("spec-dataset-escape", _set("spec.dataset", "/data/\x1b[2J")),
     ("spec-instance-formula", _set("spec.instance", "=cmd|'/C calc'!A0")),
     ("run-id-spaces", _set("run_id", "a b c")),
