@@ -184,7 +184,10 @@ def format_prediction(result: Any, rows: int | None = DEFAULT_ROWS) -> str:
             if not is_missing(needed_gb) and needed_gb > NEAR_LIMIT * row["memory_gb"]:
                 memory, near_limit = memory + "!", True
         speed = fixed(row["samples_per_s"], ",.0f")
-        error = percent(row["expected_error"]) + ("*" if row.get("unvalidated") else "")
+        # a row measured whole: its profile's 95% interval, as recommend gives it
+        measured = row["source"] == "measured"
+        spread = _share(row.get("iteration_ci95_s"), row["iteration_s"]) if measured else row["expected_error"]
+        error = percent(spread) + ("*" if row.get("unvalidated") else "")
         comm = percent(row["comm_error"]) if row.get("workers", 1) > 1 else "-"
         lines.append(
             f"  {row['config']:<{config_w}}{workers_cell(row):>{workers_w}}  {accelerator_cell(row):<{gpu_w}}"
@@ -276,7 +279,8 @@ def _header(request: dict, errors: dict) -> list[str]:
         f"{request['habits'] + ', ' if request.get('habits') else ''}{per_instance}; ±err: the held-out "
         "error of each row's compute path and batch regime on "
         "published figures it was not fitted to (its GPU's own where that runs wider; -: compute measured on "
-        "this GPU, or scaled from a profile on it, no model between); ±comm: the held-out "
+        "this GPU, or scaled from a profile on it, no model between; a row measured whole: its profile's 95% "
+        "interval); ±comm: the held-out "
         "error of the step's communication on several GPUs (one machine, several machines, or the links' "
         "own where wider), a share of the step",
         *([f"GPUs: {', '.join(name.removeprefix('NVIDIA ') for name in request['gpus'])}"]
@@ -285,3 +289,11 @@ def _header(request: dict, errors: dict) -> list[str]:
 
 
 COMMANDS = {"predict": cmd_predict}
+
+
+def _share(part: Any, whole: Any) -> float | None:
+    """`part` over `whole`, or None where either is unknown."""
+    from stash_core.units import finite_float
+
+    numerator, denominator = finite_float(part), finite_float(whole)
+    return None if numerator is None or not denominator else numerator / denominator

@@ -141,8 +141,9 @@ def format_recommendation(result: Recommendation, show_all: bool = False) -> str
             "date of the catalog's price (its source: `stash instances show NAME`); ?: not predicted, left "
             "out of the time (CPU and disk stalls need a profile with real data; one on another GPU gives "
             "the CPU stall alone); "
-            "±err: the held-out error of the compute path, of a measured row its profile's 95% interval "
-            "(-: none stored); ±comm: of the communication, a share of the step; *: unvalidated error"
+            "±err: the held-out error of the compute path (-: compute measured), of a measured row its "
+            "profile's 95% interval (-: none stored); ±comm: of the communication, a share of the step; *: "
+            "unvalidated error"
         )
     if result.explanations:
         lines.append("")
@@ -178,9 +179,9 @@ def _option_line(row: dict[str, Any], within_s: float | None, config_w: int = 34
     )
     pareto = " pareto" if row["pareto"] else ""
     usd, usd_per_h = usd_words(finite_float(row["training_usd"])), fixed(row["usd_per_h"], ".2f")
-    error = percent(row["expected_error"]) + ("*" if row.get("unvalidated") else "")
-    if row["source"] == "measured":  # its run's 95% interval, as the dashboard's card and Compare show it
-        error = percent(relative_spread(row))
+    # a measured row's: its run's 95% interval, as the dashboard's card and Compare show it
+    spread = relative_spread(row) if row["source"] == "measured" else row["expected_error"]
+    error = percent(spread) + ("*" if row.get("unvalidated") else "")
     comm = percent(row.get("comm_error")) if int(row["workers_total"]) > 1 else "-"
     return (
         f"  {'' if rank is None else str(int(rank)):>2} {row['config']:<{config_w}}{_workers(row):>8}  "

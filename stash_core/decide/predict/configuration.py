@@ -41,6 +41,7 @@ from stash_core.decide.predict.stated_error import fitted_params, is_stale, load
 from stash_core.decide.predict.step_cost import StepCost, calls_attention, default_input_shape, step_cost
 from stash_core.errors import UsageError
 from stash_core.habits import TrainingJob, layout_kind
+from stash_core.units import finite_float
 
 # Why a configuration has no prediction, as its reason says it (counted by the pages, views/recommend.py)
 DOES_NOT_FIT = "does not fit"  # the job's memory is more than the GPU's
@@ -80,10 +81,19 @@ class ConfigPrediction:
     # compute with predicted communication is a prediction)
     measured: bool = False
     run_id: str | None = None  # the stored profile its compute comes from (measured or scaled)
+    iteration_ci95_s: float | None = None  # a step measured whole: its profile's 95% half-width
 
     @property
     def iteration_s(self) -> float:
         return self.compute_s + self.interconnect_s + self.network_s
+
+
+def measured_interval_s(run: dict[str, Any], iteration_s: float) -> float | None:
+    """A step measured whole, as a configuration's: its profile's (`run`, a runs or stall_breakdown row)
+    relative 95% interval, of `iteration_s` (the configuration's step, which may leave out stalls its
+    profile had); None where the profile stored none."""
+    ci95_s, run_s = finite_float(run.get("iteration_ci95_s")), finite_float(run.get("iteration_s"))
+    return None if ci95_s is None or not run_s else abs(ci95_s / run_s) * iteration_s
 
 
 HALF_WEIGHTS = "16-bit weights (the model's own)"  # the precision of a model built in 16 bits, as restated

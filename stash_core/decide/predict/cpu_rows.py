@@ -10,7 +10,12 @@ from typing import Any
 import pandas as pd
 
 from stash_core.catalog import stored_label_checks
-from stash_core.decide.predict.configuration import ConfigPrediction, Predictor, profile_shape
+from stash_core.decide.predict.configuration import (
+    ConfigPrediction,
+    Predictor,
+    measured_interval_s,
+    profile_shape,
+)
 from stash_core.decide.predict.profile_arithmetic import machine_name, other_input_line
 from stash_core.decide.predict.profile_checks import other_code
 from stash_core.terminal import shell_word
@@ -127,9 +132,11 @@ def _measured_on_cpu(row: dict[str, Any], workers: int, count: int) -> ConfigPre
         return None
     notes = ["CPU machine: compute, interconnect and network as profiled, CPU and disk stalls left out as on "
              "every row, memory not checked"]  # fmt: skip
+    step_s = compute_s + interconnect_s + network_s
     return ConfigPrediction(
         row["instance"], None, count, workers, "measured", f"profile {row['run_id']}", compute_s,
         interconnect_s, network_s, None, None, None, notes, measured=True, run_id=row["run_id"],
+        iteration_ci95_s=measured_interval_s(row, step_s),
     )  # fmt: skip
 
 

@@ -36,8 +36,9 @@ from stash_core.zoo_names import canonical_model
 
 COLUMNS = (
     "config", "instance", "accelerator", "instance_count", "gpus_per_instance", "workers_per_instance",
-    "workers", "path", "source", "compute_s", "interconnect_s", "network_s", "iteration_s", "samples_per_s",
-    "expected_error", "unvalidated", "comm_error", "memory_needed_gb", "memory_gb", "basis", "note",
+    "workers", "path", "source", "compute_s", "interconnect_s", "network_s", "iteration_s",
+    "iteration_ci95_s", "samples_per_s", "expected_error", "unvalidated", "comm_error", "memory_needed_gb",
+    "memory_gb", "basis", "note",
 )  # fmt: skip
 class ConfigurationPredictor(Protocol):
     def predict(self, name: str, workers: int, count: int) -> ConfigPrediction | str: ...
@@ -79,6 +80,7 @@ def _json_prediction(row: dict[str, Any]) -> dict[str, Any]:
         "path": row["path"],
         "source": row["source"],
         "step_s": row["iteration_s"],
+        "step_ci95_s": row["iteration_ci95_s"],  # a step measured whole: its profile's 95% half-width
         "samples_per_s": row["samples_per_s"],
         "expected_error": row["expected_error"],
         "unvalidated": bool(row["unvalidated"]),
@@ -366,6 +368,7 @@ def _row(result: ConfigPrediction, gpus: int, batch_size: int | None) -> dict[st
         "interconnect_s": result.interconnect_s,
         "network_s": result.network_s,
         "iteration_s": result.iteration_s,
+        "iteration_ci95_s": getattr(result, "iteration_ci95_s", None),
         "samples_per_s": samples,
         "expected_error": result.expected_error,
         "unvalidated": not getattr(result, "validated", True),

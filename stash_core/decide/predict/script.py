@@ -21,7 +21,7 @@ from typing import Any
 
 from stash_core.catalog.accelerators import Accelerator, find_accelerator
 from stash_core.decide.predict.comm_fit import comm_stated_error
-from stash_core.decide.predict.configuration import ConfigPrediction
+from stash_core.decide.predict.configuration import ConfigPrediction, measured_interval_s
 from stash_core.decide.predict.gpu_ratio import gpu_ratio
 from stash_core.decide.predict.network import CommTime, comm_note, comm_time
 from stash_core.decide.predict.profile_arithmetic import (
@@ -53,6 +53,7 @@ class ScriptRun:
     interconnect_s: float | None
     network_s: float | None
     grad_bytes: float | None
+    iteration_ci95_s: float | None = None  # its whole step's 95% half-width (its configuration measured)
 
 
 def script_run(db_path: Path | str, run_id: str, catalog: dict[str, dict[str, Any]]) -> ScriptRun:
@@ -92,7 +93,14 @@ def script_run(db_path: Path | str, run_id: str, catalog: dict[str, dict[str, An
         int(run["batch_size"]) if run.get("batch_size") else None,
         int(run.get("workers_per_node") or 1), int(run.get("nodes") or 1), float(compute_s),
         stalls.get("interconnect"), stalls.get("network"), float(grad_bytes) if grad_bytes else None,
+        _script_interval_s(run, float(compute_s), stalls),
     )  # fmt: skip
+
+
+def _script_interval_s(run: dict[str, Any], compute_s: float, stalls: dict[str, Any]) -> float | None:
+    """Of the step a prediction measured whole (compute and communication, as _measured gives it)."""
+    step_s = compute_s + (stalls.get("interconnect") or 0.0) + (stalls.get("network") or 0.0)
+    return measured_interval_s(run, step_s)
 
 
 def model_command(run: dict[str, Any], catalog: dict[str, dict[str, Any]]) -> str:
@@ -196,7 +204,7 @@ class ScriptPredictor:
             name, accelerator.name, base.nodes, base.workers, "measured", f"script run {base.run_id}",
             base.compute_s, base.interconnect_s or 0.0, base.network_s or 0.0, None, float("nan"),
             accelerator.memory_gb, notes, measured=True,  # the run's own configuration: its step as measured
-            run_id=base.run_id,
+            run_id=base.run_id, iteration_ci95_s=base.iteration_ci95_s,
         )  # fmt: skip
 
     def _memory_note(self, accelerator: Accelerator) -> str:

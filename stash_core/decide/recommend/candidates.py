@@ -21,7 +21,7 @@ import pandas as pd
 from stash_core.catalog.accelerators import find_accelerator
 from stash_core.catalog.prices import hourly_price
 from stash_core.decide.fit import FitReport, fit_stall_models, model_counts, predict_stall
-from stash_core.decide.predict.configuration import DOES_NOT_FIT, Predictor
+from stash_core.decide.predict.configuration import DOES_NOT_FIT, Predictor, measured_interval_s
 from stash_core.decide.predict.cpu_rows import no_gpu_reason
 from stash_core.decide.predict.instances import all_catalog_rows, predictor_for
 from stash_core.decide.predict.profile_arithmetic import machine_name, profile_accelerator
@@ -32,7 +32,6 @@ from stash_core.decide.recommend.costs import (
     communication_unmeasured,
     data_not_profiled,
     measured_estimate,
-    measured_interval_s,
     no_full_step,
     option_row,
     step_remainder_s,
@@ -274,14 +273,14 @@ class OptionPlanner:
         if carried:
             notes.insert(1, "disk stall not predicted (it needs a profile with real data on this GPU)")
         iteration_s = result.iteration_s + (stalls["cpu"] or 0.0)
-        measured = getattr(result, "measured", False)  # its step is its profile's: that run's interval
-        run = self._run({"run_id": result.run_id}) if measured else {}
+        measured = getattr(result, "measured", False)  # its step is its profile's, with that run's interval
+        whole = {"iteration_s": result.iteration_s, "iteration_ci95_s": result.iteration_ci95_s}
         unvalidated = not getattr(result, "validated", True) or carried
         return Estimate(
             "measured" if measured else "predicted", result.run_id, f"{result.path}: {result.basis}",
             iteration_s, stalls, result.expected_error, notes, unvalidated, result.path,
             result.memory_needed_gb, result.memory_gb, getattr(result, "comm_error", None),
-            measured_interval_s(run, iteration_s),
+            measured_interval_s(whole, iteration_s) if measured else None,
         )  # fmt: skip
 
     def _carried_cpu(self, instance: dict[str, Any], workers: int, sync_s: float) -> tuple[float | None, str]:

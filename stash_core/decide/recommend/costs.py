@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stash_core.analysis.epochs import iterations_per_epoch
+from stash_core.decide.predict.configuration import measured_interval_s
 from stash_core.habits import TrainingJob
 from stash_core.store.catalog_seed import source_region
 from stash_core.units import STALLS, finite_float
@@ -194,14 +195,6 @@ def measured_estimate(row: dict[str, Any]) -> Estimate:
         "measured", row["run_id"], f"profile {row['run_id']}", iteration_s, stalls, None, notes,
         iteration_ci95_s=measured_interval_s(row, iteration_s),
     )  # fmt: skip
-
-
-def measured_interval_s(run: dict[str, Any], iteration_s: float) -> float | None:
-    """A measured option's 95% half-width: its profile's (`run`, a runs or stall_breakdown row) relative
-    interval, of `iteration_s` (the option's step, which may leave out stalls its profile had); None where
-    the profile stored none."""
-    ci95_s, run_s = finite_float(run.get("iteration_ci95_s")), finite_float(run.get("iteration_s"))
-    return None if ci95_s is None or not run_s else abs(ci95_s / run_s) * iteration_s
 
 
 def communication_unmeasured(row: dict[str, Any]) -> bool:

@@ -357,6 +357,14 @@ def test_a_cpu_machines_profiled_row_shows_its_worker_processes_and_no_gpu_memor
     row = next(line for line in out.splitlines() if "1 x cpu4" in line).split()
     assert row[3:9] == ["2", "CPU", "CPU", "measured", "measured", "420.0"]
     assert row[-2:] == ["-", "300.0/120.0/0.0"]  # no GPU memory; compute/interconnect/network as profiled
+    # measured whole: its ±err is its profile's 95% interval (result_doc stores 1% of the iteration), as
+    # recommend gives it; it was "-"
+    assert row[9] == "1.0%"
+    status, out, _ = run(capsys, "predict", "--model", "resnet18", "--batch-size", "8", "--instances",
+                         "cpu4,g5.xlarge", "--format", "json", "--db", str(db))  # fmt: skip
+    rows = {row["instance"]: row for row in json.loads(out)["predictions"]}
+    assert rows["cpu4"]["step_ci95_s"] == pytest.approx(0.01 * rows["cpu4"]["step_s"])
+    assert rows["g5.xlarge"]["step_ci95_s"] is None  # predicted: its error is its expected_error
 
 
 def test_a_cpu_profiles_measured_row_says_its_step_leaves_the_data_stalls_out(tmp_path, capsys):

@@ -2,6 +2,7 @@
 
 import re
 
+import pandas as pd
 import pytest
 from result_docs import result_doc
 from support import REPO
@@ -57,6 +58,10 @@ def test_compute_scales_by_the_blend_of_peaks_and_bandwidths_and_names_its_path(
     assert rows.loc["g5.xlarge", "expected_error"] == pytest.approx(stated.error)
     # The instance it ran on, with its worker count, is the measurement itself.
     assert rows.loc["p3.2xlarge", "path"] == "measured" and rows.loc["p3.2xlarge", "compute_s"] == 0.3
+    # ...with its profile's 95% interval (result_doc stores 1% of the iteration); a prediction has none
+    measured = rows.loc["p3.2xlarge"]
+    assert measured["iteration_ci95_s"] == pytest.approx(0.01 * measured["iteration_s"])
+    assert pd.isna(rows.loc["g5.xlarge", "iteration_ci95_s"])
     assert rows["note"].str.contains("memory not checked").all()
     assert "ran on a 16 GB GPU, this one has 12 GB" in rows.loc["p2.xlarge", "note"]  # K80 beside the V100
     assert result.request["script_run"] == "script-gpu" and result.request["batch_size"] == 32
