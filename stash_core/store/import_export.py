@@ -137,8 +137,8 @@ def doc_from_rows(run_id: str, run: dict[str, Any], parts: dict[str, pd.DataFram
     if parts.get(PROBES_TABLE) is not None:
         doc["probes"] = probe_sets(_rows(parts[PROBES_TABLE]))
     hosts = _json_value(run.get("hosts"), f"run {run_id} hosts")  # version 8's: older exports lack it
-    if hosts:
-        doc["hosts"] = hosts
+    if isinstance(hosts, list) and hosts and all(isinstance(host, dict) for host in hosts):
+        doc["hosts"] = hosts  # a cell edited into anything else is left out, as stash show leaves it
     if _script_loader_unrecorded(spec, run):
         for phase in phases:  # as the result file said it: the script's runs recorded no DataLoader
             phase["script"] = {}

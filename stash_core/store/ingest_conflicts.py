@@ -63,8 +63,10 @@ def run_figures(run: PreparedRun) -> dict[str, Any]:
 
 
 def stored_run_figures(con: duckdb.DuckDBPyConnection, run_id: str) -> dict[str, Any] | None:
-    """The figures of the stored run `run_id` (None when it is not stored)."""
-    columns = ", ".join(_read(column) for column in RUN_COLUMNS)
+    """The figures of the stored run `run_id` (None when it is not stored). A reader takes an older database
+    as it is: a column a later version added (runs.hosts) reads as NULL where the file has none."""
+    present = {row[0] for row in con.execute("DESCRIBE runs").fetchall()}
+    columns = ", ".join(_read(column) if column in present else "NULL" for column in RUN_COLUMNS)
     row = con.execute(f"SELECT {columns} FROM runs WHERE run_id = ?", [run_id]).fetchone()
     if row is None:
         return None
@@ -177,10 +179,11 @@ def sample_differences(old: dict[str, tuple[int, float]], new: dict[str, tuple[i
 
 def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """What differs between two sets of figures, in the order of `new` (then what only `old` has); a runs
-    column a migration added, stored as NULL, does not differ (the file fills it in)."""
+    column a migration added does not differ where one side lacks it: stored as NULL (the file fills it in),
+    or absent from what is given (an export made before the column existed), whichever comes first."""
     names = [
         name for name in new
-        if name not in old or (old[name] != new[name] and not _filled_later(name, old[name]))
+        if name not in old or (old[name] != new[name] and not _filled_later(name, old[name], new[name]))
     ]  # fmt: skip
     names += [name for name in old if name not in new]
     if "rows" in names:  # a probe set: name the columns that differ, or say only that the rows do
@@ -188,8 +191,8 @@ def differences(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     return names
 
 
-def _filled_later(name: str, stored: Any) -> bool:
-    return name in FILLED_LATER_RUN_COLUMNS and stored is None
+def _filled_later(name: str, stored: Any, given: Any) -> bool:
+    return name in FILLED_LATER_RUN_COLUMNS and (stored is None or given is None)
 
 
 def difference_text(names: list[str]) -> str:

@@ -236,3 +236,14 @@ def test_a_completed_run_stored_without_stalls_comes_back_from_its_own_export(tm
     assert back["run_id"] == RUN_ID and back["breakdown"]["stalls"] in ({}, None)
     assert back["breakdown"]["iteration_s"] == pytest.approx(doc["breakdown"]["iteration_s"])
     store.ingest_result(tmp_path / "again.duckdb", back)  # and it is stored again
+
+
+def test_a_hosts_cell_edited_into_anything_but_a_list_of_objects_is_left_out_not_refused(tables) -> None:
+    """stash show takes such a cell without a note; read back from an export, the run was refused whole."""
+    for cell in ('{"a": 1}', '["a", "b"]', "7"):
+        runs = tables["runs"].assign(hosts=cell)
+        docs = docs_from_export({"runs": runs, "phases": tables["phases"], "stalls": tables["stalls"]})
+        assert docs and all("hosts" not in doc for doc in docs), cell
+    good = tables["runs"].assign(hosts='[{"host": "a", "cpu_count": 2}]')
+    docs = docs_from_export({"runs": good, "phases": tables["phases"], "stalls": tables["stalls"]})
+    assert all(doc["hosts"] == [{"host": "a", "cpu_count": 2}] for doc in docs)

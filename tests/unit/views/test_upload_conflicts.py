@@ -288,3 +288,36 @@ def test_a_new_run_whose_probe_set_another_run_holds_is_refused_at_the_check(tmp
     assert not report.checks[0].ok, report.checks[0].reason
     assert "probe set probe-shared belongs to run " + RUN_ID in report.checks[0].reason
     assert report.storable_docs == []
+
+
+def test_the_check_reads_a_database_from_before_the_hosts_column_as_it_is(tmp_path):
+    """The dashboard takes a version-7 database as it is (readers never migrate): the Upload check read
+    runs.hosts from it and failed on the missing column."""
+    import duckdb
+
+    db = tmp_path / "v7.duckdb"
+    store.ingest_result(db, json.loads(_file(1)))
+    with duckdb.connect(str(db)) as con:  # the runs table as version 7 had it
+        con.execute("ALTER TABLE runs DROP COLUMN hosts")
+        con.execute("UPDATE schema_meta SET value = '7' WHERE key = 'schema_version'")
+    same = views.upload.check_uploads(db, [("same.json", _file(1))])
+    assert same.checks[0].ok and RUN_ID in same.already_stored
+    other = views.upload.check_uploads(db, [("other.json", _file(1, iterations=41))]).checks[0]
+    assert not other.ok and f"run {RUN_ID} is stored with other content" in other.reason
+
+
+def test_an_export_made_before_the_hosts_column_is_the_same_run_as_its_result_file(tmp_path):
+    """A run stored from its result file keeps what its hosts reported; an export made before the column
+    existed has none, and was refused as "other content (hosts)" (or not, by the files' order)."""
+    from stash_core.store.ingest_conflicts import differences
+
+    doc = json.loads(_file(1))
+    doc["hosts"] = [{"host": "a", "hostname": "a", "cpu_count": 2}]
+    db = tmp_path / "r.duckdb"
+    store.ingest_result(db, doc)
+    older = [(name, body) for name, body in _exported(tmp_path, json.loads(_file(1)), "csv")]
+    report = views.upload.check_uploads(db, older)
+    assert all(check.ok for check in report.checks), [check.reason for check in report.checks]
+    assert differences({"hosts": doc["hosts"]}, {"hosts": None}) == []
+    assert differences({"hosts": None}, {"hosts": doc["hosts"]}) == []
+    assert differences({"hosts": doc["hosts"]}, {"hosts": [{"host": "b"}]}) == ["hosts"]
