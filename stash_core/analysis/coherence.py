@@ -28,6 +28,14 @@ WHAT_TO_DO = (
 )
 # A share beyond this is more than the whole iteration (float rounding aside).
 _SHARE_LIMIT = 1.0 + 1e-9
+# Why a script's stall is not separable where two of its runs did the same work (the engine says them): a
+# script without a DataLoader gives Stash no loading to swap for synthetic data (its R3 runs as its R1, and
+# so does its R2 where no data folder is evicted), and a cold run over a data folder the script never opened
+# reads what the cached one read
+NO_LOADER = (
+    "the script iterates no torch DataLoader, so its data loading cannot be told apart from its compute"
+)
+UNREAD_DATA_DIR = "the script opened no file under"
 
 
 def per_process_differences(runs: dict[str, dict]) -> list[str]:
@@ -49,17 +57,31 @@ def faster_pairs(
     """(earlier, later, the difference's ci95_s) of the chain's runs where the later one, which does more, is
     faster beyond the noise. `stalls`: the breakdown's, whose difference and interval (paired by round where
     the runs shared rounds) decide for the stall a pair is, so that this verdict is the stall's own. A pair
-    whose stall is not separable (a script that iterates no DataLoader, or opens no file under --data-dir)
-    ran the same work twice: the later one does no more, and their difference is the launches' noise."""
+    that ran the same work (_same_work) is not judged: the later one does no more, and their difference is
+    the launches' noise."""
     measured = [name for name in chain if name in times]
     pairs = []
     for earlier, later in zip(measured, measured[1:], strict=False):
-        if ((stalls or {}).get(STALL_OF_PHASE.get(later, "")) or {}).get("status") == "not_separable":
+        if _same_work(earlier, later, stalls or {}):
             continue
         seconds, ci95_s = _difference(times, earlier, later, stalls)
         if seconds < 0 and -seconds > ci95_s:
             pairs.append((earlier, later, ci95_s))
     return pairs
+
+
+def _same_work(earlier: str, later: str, stalls: dict[str, dict]) -> bool:
+    """Whether two runs did the same work, by why the later one's stall is not separable: R3 of a script
+    without a DataLoader, its R2 after a synthetic run (no data folder to evict), and R2 after R3 over a data
+    folder the script never opened. Every other reason (no --data-dir for a script that has a DataLoader, a
+    data set too large for memory) leaves R2 with more to do than the run before it."""
+    entry = stalls.get(STALL_OF_PHASE.get(later, "")) or {}
+    if entry.get("status") != "not_separable":
+        return False
+    note = str(entry.get("note") or "")
+    if later == "R3":
+        return note == NO_LOADER
+    return later == "R2" and (note.startswith(UNREAD_DATA_DIR) or (note == NO_LOADER and earlier != "R3"))
 
 
 def _difference(

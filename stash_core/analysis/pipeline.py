@@ -43,14 +43,15 @@ def outside_the_data_wait(
         return None
     step = ", ".join(f"{key.removesuffix('_s')} {value * 1e3:+.2f} ms" for key, value in grown.items()
                      if value is not None)  # fmt: skip
-    if loader_workers:
-        cause = (f"its {loader_workers} loader process(es) took cores from the training, or other load on "
-                 "the machine slowed it")  # fmt: skip
-    else:
+    if loader_workers == 0:
         cause = "other load on the machine slowed it (a loader without processes loads within the wait)"
-    return (f"of the input pipeline's {format_time(seconds)}, the wait for data grew by "
-            f"{format_time(wait_s)} (R2 - {reference}); the rest is in the step itself "
-            f"({step or 'its parts not timed'}): {cause}")  # fmt: skip
+    else:  # loader processes, or runs that disagree on how many (None)
+        processes = f"its {loader_workers}" if loader_workers else "its"
+        cause = (f"{processes} loader process(es) took cores from the training, or other load on the machine "
+                 "slowed it")  # fmt: skip
+    wait = f"grew by {format_time(wait_s)}" if wait_s >= 0 else f"shrank by {format_time(-wait_s)}"
+    return (f"of the input pipeline's {format_time(seconds)}, the wait for data {wait} (R2 - {reference}); "
+            f"the rest is in the step itself ({step or 'its parts not timed'}): {cause}")  # fmt: skip
 
 
 def _grown(later: dict, earlier: dict, key: str) -> float | None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from stash_core.analysis.coherence import NO_LOADER, UNREAD_DATA_DIR
 from stash_core.analysis.pipeline import PIPELINE_WARNING, outside_the_data_wait
 from stash_core.analysis.pipeline import input_pipeline as pipeline_difference
 from stash_core.analysis.stalls import STALL_OF_PHASE
@@ -21,9 +22,6 @@ MODULE = "stash_core.measure.script_entry"
 NO_DATA_DIR = (
     "without --data-dir Stash cannot set the page-cache state of the files the script reads, so CPU and "
     "disk are one input-pipeline stall"
-)
-NO_LOADER = (
-    "the script iterates no torch DataLoader, so its data loading cannot be told apart from its compute"
 )
 
 
@@ -155,7 +153,6 @@ def group_end_warnings(doc: dict) -> list[str]:
     ]
 
 
-UNREAD_DATA_DIR = "the script opened no file under"
 
 
 def unread_data_dir_stalls(

@@ -5,6 +5,8 @@ from __future__ import annotations
 from stash_core.analysis.coherence import (
     DIFFERENT_WORK,
     IMPOSSIBLE,
+    NO_LOADER,
+    UNREAD_DATA_DIR,
     faster_pairs,
     impossible_findings,
     impossible_of_stored,
@@ -43,12 +45,27 @@ def test_runs_that_did_the_same_work_are_not_an_impossible_pair_and_short_steps_
     separable): R2 a little faster than R0 was called impossible, "R2 does more than R0", with the two
     times and their noise printed as 0.0003 s, 0.0003 s and ± 0.0000 s."""
     times = {"R0": (0.000312, 0.000002), "R2": (0.000298, 0.000002)}
-    stalls = {"disk": {"status": "not_separable"}, "cpu": {"status": "not_separable"}}
+    stalls = {name: {"status": "not_separable", "note": NO_LOADER} for name in ("cpu", "disk")}
     assert faster_pairs(times, ["R0", "R2"], stalls) == []
     (earlier, later, ci95_s), = faster_pairs(times, ["R0", "R2"])
     found = impossible_findings({}, times, ["R0", "R2"])
     assert found[0].startswith("R0 took 312 us per iteration and R2 298 us: R2 does more than R0")
     assert found[0].endswith(f"(± {ci95_s * 1e6:.0f} us)") and ci95_s > 0
+
+
+def test_runs_not_separable_for_a_reason_that_leaves_r2_more_to_do_are_still_judged() -> None:
+    """Only a reason that means the same work skips a pair: a script with a DataLoader but no --data-dir (R2
+    does the input pipeline on top of R1), a data set too large for memory, or a script without a DataLoader
+    whose data folder R2 evicts (R2 reads from the disk what R3 read from memory) still have R2 do more."""
+    times = {"R1": (0.010, 0.0001), "R3": (0.012, 0.0001), "R2": (0.008, 0.0001)}
+    reasons = {"without --data-dir Stash cannot set the page-cache state": ["R1", "R2"],
+               "the data set is larger than this machine's memory": ["R1", "R2"],
+               NO_LOADER: ["R1", "R3", "R2"]}  # fmt: skip
+    for note, chain in reasons.items():
+        stalls = {name: {"status": "not_separable", "note": note} for name in ("cpu", "disk")}
+        assert [(a, b) for a, b, _ in faster_pairs(times, chain, stalls)] == [(chain[-2], "R2")], note
+    unread = {"disk": {"status": "not_separable", "note": f"{UNREAD_DATA_DIR} /data in R3: it reads"}}
+    assert faster_pairs(times, ["R1", "R3", "R2"], unread) == []  # R3 and R2 read the same (nothing there)
 
 
 def test_a_coherent_chain_is_possible() -> None:

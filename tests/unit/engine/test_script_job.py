@@ -230,3 +230,14 @@ def test_an_input_pipeline_difference_that_is_not_in_the_wait_for_data_is_said_t
     in_the_wait = _pipeline_doc(0, {"data_s": 0.00290})  # the loading itself: said as the pipeline alone
     finish_script_doc(in_the_wait)
     assert not any(w.startswith("of the input pipeline's") for w in in_the_wait["breakdown"]["warnings"])
+
+
+def test_the_sentence_says_a_wait_that_shrank_and_loader_processes_of_unknown_count() -> None:
+    from stash_core.analysis.pipeline import outside_the_data_wait
+
+    phases = _pipeline_doc(0, {"data_s": 0.00012, "backward_s": 0.00624})["phases"]
+    said = outside_the_data_wait(phases, "R1", 0.00276, 0.001, None)  # runs that disagree on the count
+    assert said is not None and "the wait for data shrank by 90 us (R2 - R1)" in said
+    assert said.endswith("its loader process(es) took cores from the training, or other load on the machine "
+                         "slowed it")  # fmt: skip
+    assert outside_the_data_wait(phases, "R1", 0.00276, 0.003, None) is None  # within its interval: no figure
