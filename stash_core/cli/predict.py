@@ -17,7 +17,7 @@ from stash_core.cli.args import (
     db_path,
     identifier,
 )
-from stash_core.cli.figures import fixed, percent
+from stash_core.cli.figures import fixed, measured_spread, percent
 from stash_core.errors import UsageError
 from stash_core.spec_parse import BATCH_SIZE, count, parse_input_shape
 
@@ -186,7 +186,7 @@ def format_prediction(result: Any, rows: int | None = DEFAULT_ROWS) -> str:
         speed = fixed(row["samples_per_s"], ",.0f")
         # a row measured whole: its profile's 95% interval, as recommend gives it
         measured = row["source"] == "measured"
-        spread = _share(row.get("iteration_ci95_s"), row["iteration_s"]) if measured else row["expected_error"]
+        spread = measured_spread(row) if measured else row["expected_error"]
         error = percent(spread) + ("*" if row.get("unvalidated") else "")
         comm = percent(row["comm_error"]) if row.get("workers", 1) > 1 else "-"
         lines.append(
@@ -289,11 +289,3 @@ def _header(request: dict, errors: dict) -> list[str]:
 
 
 COMMANDS = {"predict": cmd_predict}
-
-
-def _share(part: Any, whole: Any) -> float | None:
-    """`part` over `whole`, or None where either is unknown."""
-    from stash_core.units import finite_float
-
-    numerator, denominator = finite_float(part), finite_float(whole)
-    return None if numerator is None or not denominator else numerator / denominator

@@ -16,7 +16,7 @@ from stash_core.cli.args import (
     identifier,
     positive_real,
 )
-from stash_core.cli.figures import fixed, percent
+from stash_core.cli.figures import fixed, measured_spread, percent
 from stash_core.cli.predict import add_job_arguments, instance_selection
 from stash_core.csv_outputs import check_csv_replaceable
 from stash_core.errors import UsageError
@@ -171,8 +171,6 @@ def _workers(row: dict[str, Any]) -> str:
 
 
 def _option_line(row: dict[str, Any], within_s: float | None, config_w: int = 34) -> str:
-    from stash_core.views.compare_spread import relative_spread
-
     rank = finite_float(row["rank"])
     stalls = "/".join(
         "?" if finite_float(row[f"{s}_s"]) is None else fixed(row[f"{s}_s"] * 1e3, ".0f") for s in STALL_NAMES
@@ -180,7 +178,7 @@ def _option_line(row: dict[str, Any], within_s: float | None, config_w: int = 34
     pareto = " pareto" if row["pareto"] else ""
     usd, usd_per_h = usd_words(finite_float(row["training_usd"])), fixed(row["usd_per_h"], ".2f")
     # a measured row's: its run's 95% interval, as the dashboard's card and Compare show it
-    spread = relative_spread(row) if row["source"] == "measured" else row["expected_error"]
+    spread = measured_spread(row) if row["source"] == "measured" else row["expected_error"]
     error = percent(spread) + ("*" if row.get("unvalidated") else "")
     comm = percent(row.get("comm_error")) if int(row["workers_total"]) > 1 else "-"
     return (
