@@ -153,8 +153,6 @@ def group_end_warnings(doc: dict) -> list[str]:
     ]
 
 
-
-
 def unread_data_dir_stalls(
     completed: list[dict], asked: Iterable[str], data_dir: str | None = None
 ) -> dict[str, str]:
