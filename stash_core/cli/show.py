@@ -181,7 +181,7 @@ def format_stored_run(run: dict, db_path: Path | str | None = None) -> str:
     script_args = spec.get("script_args")
     if script_args and isinstance(script_args, list):  # part of the configuration: another is another job
         lines.append(f"script arguments: -- {one_line(shlex.join(str(arg) for arg in script_args))}")
-    if machines := machines_line(spec):
+    if machines := machines_line(spec, run.get("hosts")):
         lines.append(machines)
     label_warning = _label_check(run, db_path).warning
     if label_warning:
@@ -215,9 +215,10 @@ def format_stored_run(run: dict, db_path: Path | str | None = None) -> str:
     return "\n".join(lines)
 
 
-def machines_line(spec: dict) -> str | None:
+def machines_line(spec: dict, reported: object = None) -> str | None:
     """The machines a run spanned, as its spec records them: the emulated cluster's name and links (what it
-    emulated of them), or the hosts; None on this machine alone."""
+    emulated of them), or the hosts, each with what it reported (`reported`: the run's hosts, in the same
+    order: CPUs, GPUs, torch); None on this machine alone."""
     network = spec.get("network") if isinstance(spec.get("network"), dict) else {}
     if spec.get("cluster") == "emulated":
         rate = network.get("rate_bps")
@@ -231,8 +232,19 @@ def machines_line(spec: dict) -> str | None:
         return one_line(f"machines: emulated cluster {spec.get('cluster_name') or 'default'}, {links}")
     hosts = spec.get("hosts")
     if isinstance(hosts, list) and hosts:
-        return one_line(f"machines: hosts {', '.join(str(host) for host in hosts)}")
+        said = reported if isinstance(reported, list) and len(reported) == len(hosts) else [None] * len(hosts)
+        named = ", ".join(_host(host, info) for host, info in zip(hosts, said, strict=True))
+        return one_line(f"machines: hosts {named}")
     return None
+
+
+def _host(host: object, info: object) -> str:
+    """'a:22 (2 CPUs, 1 GPU(s), torch 2.13.0)': a host as given, with what it reported where it is known."""
+    info = info if isinstance(info, dict) else {}
+    counts = [(info.get(key), unit) for key, unit in (("cpu_count", "CPUs"), ("gpu_count", "GPU(s)"))]
+    parts = [f"{n} {unit}" for n, unit in counts if isinstance(n, int) and not isinstance(n, bool)]
+    parts += [f"torch {info['torch_version']}"] if isinstance(info.get("torch_version"), str) else []
+    return f"{host} ({', '.join(parts)})" if parts else str(host)
 
 
 def _field(row: dict, key: str, missing: str = "-") -> str:

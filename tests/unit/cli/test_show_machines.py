@@ -19,3 +19,16 @@ def test_an_emulated_cluster_s_links_and_hosts_are_said() -> None:
     assert machines_line(unlimited) == "machines: emulated cluster lab, links unlimited"
     assert machines_line({"hosts": ["a:22", "b:22"]}) == "machines: hosts a:22, b:22"
     assert machines_line({"hosts": []}) is None and machines_line({}) is None
+
+
+def test_each_host_is_said_with_what_it_reported_where_the_run_kept_it() -> None:
+    """The store now keeps what each host reported (runs.hosts): `stash show` names the hosts with it."""
+    reported = [{"host": "a:22", "cpu_count": 2, "gpu_count": 0, "torch_version": "2.13.0"},
+                {"host": "b:22", "cpu_count": 64, "gpu_count": 8, "torch_version": "2.13.0"}]  # fmt: skip
+    assert machines_line({"hosts": ["a:22", "b:22"]}, reported) == (
+        "machines: hosts a:22 (2 CPUs, 0 GPU(s), torch 2.13.0), b:22 (64 CPUs, 8 GPU(s), torch 2.13.0)"
+    )
+    # a run stored before, or a cell edited into anything: the hosts as given, nothing invented
+    for odd in (None, {"a": 1}, [reported[0]], [{"cpu_count": "2"}, 7]):
+        assert machines_line({"hosts": ["a:22", "b:22"]}, odd) == "machines: hosts a:22, b:22", odd
+    assert "\x1b" not in machines_line({"hosts": ["a"]}, [{"torch_version": "2\x1b[2J"}])
