@@ -121,6 +121,13 @@ def finite_float(value: object) -> float | None:
     return number if math.isfinite(number) else None
 
 
+def relative_ci95(row: Any) -> float | None:
+    """A measured step's 95% half-width over the step (a row's iteration_ci95_s / iteration_s, either a runs,
+    stall_breakdown or option row); None where either is unknown or the step is 0."""
+    ci95_s, step_s = finite_float(row.get("iteration_ci95_s")), finite_float(row.get("iteration_s"))
+    return None if ci95_s is None or not step_s else abs(ci95_s / step_s)
+
+
 def json_safe(value: Any) -> Any:
     """Copy of `value` with NaN and infinities replaced by None (JSON has no such numbers), and text that is
     no UTF-8 (a file name's bytes) written out (terminal.without_surrogates): the one way a result file, a

@@ -17,10 +17,3 @@ def percent(value: Any) -> str:
     """A fraction as a percentage with one decimal ('12.3%'), or '-'."""
     number = finite_float(value)
     return "-" if number is None else f"{number:.1%}"
-
-
-def measured_spread(row: dict[str, Any]) -> float | None:
-    """A row measured whole: its profile's 95% half-width over its step (iteration_ci95_s / iteration_s), the
-    share its ±err shows; None where it has none."""
-    ci95_s, step_s = finite_float(row.get("iteration_ci95_s")), finite_float(row.get("iteration_s"))
-    return None if ci95_s is None or not step_s else abs(ci95_s / step_s)

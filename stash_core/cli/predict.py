@@ -17,9 +17,10 @@ from stash_core.cli.args import (
     db_path,
     identifier,
 )
-from stash_core.cli.figures import fixed, measured_spread, percent
+from stash_core.cli.figures import fixed, percent
 from stash_core.errors import UsageError
 from stash_core.spec_parse import BATCH_SIZE, count, parse_input_shape
+from stash_core.units import relative_ci95
 
 # The predictions (api/predicting.py) are imported inside cmd_predict: building `stash --help` must not
 # load torch or pandas.
@@ -186,7 +187,7 @@ def format_prediction(result: Any, rows: int | None = DEFAULT_ROWS) -> str:
         speed = fixed(row["samples_per_s"], ",.0f")
         # a row measured whole: its profile's 95% interval, as recommend gives it
         measured = row["source"] == "measured"
-        spread = measured_spread(row) if measured else row["expected_error"]
+        spread = relative_ci95(row) if measured else row["expected_error"]
         error = percent(spread) + ("*" if row.get("unvalidated") else "")
         comm = percent(row["comm_error"]) if row.get("workers", 1) > 1 else "-"
         lines.append(

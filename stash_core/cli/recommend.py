@@ -16,14 +16,14 @@ from stash_core.cli.args import (
     identifier,
     positive_real,
 )
-from stash_core.cli.figures import fixed, measured_spread, percent
+from stash_core.cli.figures import fixed, percent
 from stash_core.cli.predict import add_job_arguments, instance_selection
 from stash_core.csv_outputs import check_csv_replaceable
 from stash_core.errors import UsageError
 from stash_core.pathargs import output_path
 from stash_core.spec_parse import BATCH_SIZE, parse_input_shape
 from stash_core.units import STALLS as STALL_NAMES
-from stash_core.units import duration_words, finite_float, usd_words
+from stash_core.units import duration_words, finite_float, relative_ci95, usd_words
 from stash_core.userfiles import check_output, write_atomic
 
 if TYPE_CHECKING:
@@ -178,7 +178,7 @@ def _option_line(row: dict[str, Any], within_s: float | None, config_w: int = 34
     pareto = " pareto" if row["pareto"] else ""
     usd, usd_per_h = usd_words(finite_float(row["training_usd"])), fixed(row["usd_per_h"], ".2f")
     # a measured row's: its run's 95% interval, as the dashboard's card and Compare show it
-    spread = measured_spread(row) if row["source"] == "measured" else row["expected_error"]
+    spread = relative_ci95(row) if row["source"] == "measured" else row["expected_error"]
     error = percent(spread) + ("*" if row.get("unvalidated") else "")
     comm = percent(row.get("comm_error")) if int(row["workers_total"]) > 1 else "-"
     return (

@@ -10,7 +10,7 @@ from typing import Any
 import pandas as pd
 
 from stash_core.decide.recommend.costs import step_error
-from stash_core.units import finite_float
+from stash_core.units import finite_float, relative_ci95
 
 
 def relative_spread(row: dict[str, Any]) -> float | None:
@@ -18,10 +18,7 @@ def relative_spread(row: dict[str, Any]) -> float | None:
     where predicted; None where neither is known."""
     if row.get("source") == "predicted":
         return step_error(row)
-    ci95_s, iteration_s = finite_float(row.get("iteration_ci95_s")), finite_float(row.get("iteration_s"))
-    if ci95_s is None or not iteration_s:
-        return None
-    return abs(ci95_s / iteration_s)
+    return relative_ci95(row)
 
 
 def told_apart(first: pd.Series, second: pd.Series) -> bool | None:

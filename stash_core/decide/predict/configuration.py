@@ -41,7 +41,7 @@ from stash_core.decide.predict.stated_error import fitted_params, is_stale, load
 from stash_core.decide.predict.step_cost import StepCost, calls_attention, default_input_shape, step_cost
 from stash_core.errors import UsageError
 from stash_core.habits import TrainingJob, layout_kind
-from stash_core.units import finite_float
+from stash_core.units import relative_ci95
 
 # Why a configuration has no prediction, as its reason says it (counted by the pages, views/recommend.py)
 DOES_NOT_FIT = "does not fit"  # the job's memory is more than the GPU's
@@ -92,8 +92,8 @@ def measured_interval_s(run: dict[str, Any], iteration_s: float) -> float | None
     """A step measured whole, as a configuration's: its profile's (`run`, a runs or stall_breakdown row)
     relative 95% interval, of `iteration_s` (the configuration's step, which may leave out stalls its
     profile had); None where the profile stored none."""
-    ci95_s, run_s = finite_float(run.get("iteration_ci95_s")), finite_float(run.get("iteration_s"))
-    return None if ci95_s is None or not run_s else abs(ci95_s / run_s) * iteration_s
+    share = relative_ci95(run)
+    return None if share is None else share * iteration_s
 
 
 HALF_WEIGHTS = "16-bit weights (the model's own)"  # the precision of a model built in 16 bits, as restated
