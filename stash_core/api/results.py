@@ -73,7 +73,7 @@ class Result:
     `error` is the reason a failed or interrupted run stopped; `warning` says when the instance label
     does not fit the machine; `save_problem` what could not be saved (a full disk), or None. The
     breakdown's own warnings (a stall short of its target, and why) are `.warnings`, as `stash profile`
-    prints them after its table.
+    prints them after its table (its options named as profile()'s arguments).
     """
 
     run_id: str
@@ -105,8 +105,12 @@ class Result:
     @property
     def warnings(self) -> list[str]:
         """What a reader of the breakdown must know beside its figures (a stall not resolved, an interval
-        short of its target and what would narrow it, other load), as `stash profile` prints them."""
-        return list(self.breakdown.get("warnings") or [])
+        short of its target and what would narrow it, other load), as `stash profile` prints them but with
+        its options named as profile()'s arguments ("launches 3", not "--launches 3"); the document keeps
+        the command's words, which `stash show` prints."""
+        from stash_core.api.options import PROFILE_OPTION_NAMES, argument_words
+
+        return [argument_words(text, PROFILE_OPTION_NAMES) for text in self.breakdown.get("warnings") or []]
 
     @property
     def spec(self) -> dict[str, Any]:

@@ -208,3 +208,22 @@ def test_a_results_warnings_are_the_breakdowns_as_the_command_prints_them() -> N
     doc = {"run_id": "r", "status": "completed", "breakdown": breakdown}
     assert Result.from_document(doc).warnings == ["cpu: ± 31%"]
     assert Result.from_document({"run_id": "r", "status": "failed"}).warnings == []
+
+
+def test_a_results_warnings_name_profiles_arguments_not_the_commands_flags() -> None:
+    """A Python caller read "--launches 3 measures that too" and "without --data-dir", options profile()
+    does not take by those names; the document keeps the command's words for `stash show`."""
+    from stash_core.api.results import Result
+
+    said = [
+        "intervals from one launch per run; --launches 3 measures that too",
+        "without --data-dir Stash cannot set the page-cache state (stash cluster up --split-cpus helps)",
+        "see --frobnicate",
+    ]
+    doc = {"run_id": "r", "status": "completed", "breakdown": {"iteration_s": 0.1, "warnings": said}}
+    assert Result.from_document(doc).warnings == [
+        "intervals from one launch per run; launches 3 measures that too",
+        "without data_dir Stash cannot set the page-cache state (stash cluster up --split-cpus helps)",
+        "see --frobnicate",
+    ]
+    assert doc["breakdown"]["warnings"] == said
