@@ -72,7 +72,7 @@ ORDER BY started_at DESC, run_id DESC
 
 _GPU_COMPUTE_SQL = """
 SELECT b.run_id, b.model, b.model_kind, b.batch_size, b.instance, b.workers_per_node, b.nodes, b.compute_s,
-       b.interconnect_s, b.network_s, CAST(json_extract(r.spec, '$.input_shape') AS VARCHAR) AS input_shape,
+       b.interconnect_s, b.network_s, b.iteration_s, b.iteration_ci95_s, CAST(json_extract(r.spec, '$.input_shape') AS VARCHAR) AS input_shape,
        json_extract_string(r.fingerprint, '$.gpus[0].name') AS gpu_name, b.device,
        CAST(json_extract(r.spec, '$.hosts') AS VARCHAR) AS hosts,
        json_extract_string(r.spec, '$.model_sha256') AS model_sha256
@@ -141,7 +141,8 @@ def _model_match(model: str) -> list[Any]:
 def gpu_compute_profiles(db_path: Path | str) -> pd.DataFrame:
     """Completed GPU profiles with a compute time, any model, newest first: the measured steps that anchor the
     predictions for instances never profiled (input_shape is the spec's, as JSON text, or None; gpu_name the
-    first GPU its machine reported, for a profile without a catalog instance label)."""
+    first GPU its machine reported, for a profile without a catalog instance label; iteration_s and its
+    iteration_ci95_s for a configuration measured whole)."""
     return query_readonly(db_path, _GPU_COMPUTE_SQL)
 
 

@@ -213,18 +213,23 @@ class Predictor:
         if comm.link and exact is None:  # the predicted all-reduce's basis, where one is predicted
             notes.append(comm_note(comm.link, count, comm.link_class))
         if exact is not None:  # this very configuration was profiled: its communication too is measured
-            interconnect_s, network_s, comm_error = exact
+            interconnect_s, network_s, whole_row = exact
+            comm_error = None
             basis = f"{basis}, communication as profiled"
         elif path == "measured" and workers > 1:  # more machines of a profiled one: its interconnect measured
             intra_s = self._measured_interconnect(name, workers)
             if intra_s is not None:
                 interconnect_s = intra_s
                 basis = f"{basis}, interconnect as profiled on {workers} GPUs of one machine"
+        whole = path == "measured" and (exact is not None or workers * count == 1)
+        if whole and exact is None:  # one worker: the step is the compute the profile measured
+            whole_row = next(row for row in self._same_model() if row["run_id"] == run_id)
+        step_s = compute_s + interconnect_s + network_s
         return ConfigPrediction(
             name, accelerator.name, count, workers, path, basis, compute_s, interconnect_s, network_s,
             stated.error if stated else None, memory.needed_gb, memory.available_gb, notes,
-            stated.validated if stated else True, comm_error,
-            path == "measured" and (exact is not None or workers * count == 1), run_id,
+            stated.validated if stated else True, comm_error, whole, run_id,
+            measured_interval_s(whole_row, step_s) if whole else None,
         )  # fmt: skip
 
     def _measured_interconnect(self, name: str, workers: int) -> float | None:
@@ -237,8 +242,9 @@ class Predictor:
                     return float(value)
         return None
 
-    def _exact_profile(self, name: str, workers: int, count: int) -> tuple[float, float, None] | None:
-        """The measured interconnect and network of a profile of this very configuration, or None."""
+    def _exact_profile(self, name: str, workers: int, count: int) -> tuple[float, float, dict] | None:
+        """The measured interconnect and network of a profile of this very configuration, and its row; or
+        None."""
         for row in self._same_model():
             shape = (row["instance"], int(row.get("workers_per_node") or 1), int(row.get("nodes") or 1))
             if shape != (name, workers, count):
@@ -251,7 +257,7 @@ class Predictor:
                     break  # not measured there: an older profile of it may have, else the model's figure
                 stalls.append(float(value) if known else 0.0)
             else:
-                return stalls[0], stalls[1], None
+                return stalls[0], stalls[1], row
         return None
 
     def _compute_path(self, name: str, accelerator: Accelerator, model_s: float) -> ComputePath:

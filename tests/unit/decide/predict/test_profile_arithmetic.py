@@ -4,6 +4,7 @@ a catalog instance still anchors the scaled path through the GPU its machine rep
 
 from __future__ import annotations
 
+import pandas as pd
 import pytest
 from result_docs import result_doc
 
@@ -276,3 +277,24 @@ def test_the_default_precision_explains_itself_only_where_it_chose():
     from stash_core.decide.predict.profile_arithmetic import default_precision
 
     assert default_precision(None)[0] == "fp32" and "known only by its profiles" in default_precision(None)[1]
+
+
+def test_a_gpu_configuration_measured_whole_carries_its_profiles_interval(tmp_path):
+    """A CPU machine's profiled configuration and a script's own run carried their profile's 95% interval in
+    `stash predict`; a GPU profile's did not: the same step, measured, shown without its uncertainty."""
+    db = tmp_path / "r.duckdb"
+    doc = result_doc("resnet18", instance="p4d.24xlarge", workers=8, device="cuda", batch_size=8,
+                     spec_extra={"input_shape": [3, 64, 64]}, stalls={"compute": 0.05, "interconnect": 0.02})
+    doc["fingerprint"].update(gpu_count=8, gpus=[{"index": i, "name": "NVIDIA A100-SXM4-40GB"} for i in range(8)],
+                              gpu_status="8 GPU(s)")  # fmt: skip
+    ingest_result(db, doc)
+    breakdown = doc["breakdown"]
+    relative = breakdown["iteration_ci95_s"] / breakdown["iteration_s"]
+    asked = dict(instances=["p4d.24xlarge"], max_instances=2, input_shape=(3, 64, 64))
+    rows = predict_instances(db, "resnet18", 8, precision="tf32", **asked).frame.set_index("instance_count")
+    assert rows.loc[1, "iteration_ci95_s"] == pytest.approx(relative * rows.loc[1, "iteration_s"])
+    assert pd.isna(rows.loc[2, "iteration_ci95_s"])  # two machines: its network is predicted
+    run_id = _gpu_profile(db, "resnet18", "a2-highgpu-1g", "NVIDIA A100-SXM4-40GB", 0.05, batch=8)
+    one = predict_instances(db, "resnet18", 8, precision="tf32", instances=["a2-highgpu-1g"],
+                            workers_per_instance=1, input_shape=(3, 64, 64)).frame.iloc[0]  # fmt: skip
+    assert run_id in one["basis"] and one["iteration_ci95_s"] == pytest.approx(0.01 * one["iteration_s"])
