@@ -72,7 +72,8 @@ ORDER BY started_at DESC, run_id DESC
 
 _GPU_COMPUTE_SQL = """
 SELECT b.run_id, b.model, b.model_kind, b.batch_size, b.instance, b.workers_per_node, b.nodes, b.compute_s,
-       b.interconnect_s, b.network_s, b.iteration_s, b.iteration_ci95_s, CAST(json_extract(r.spec, '$.input_shape') AS VARCHAR) AS input_shape,
+       b.interconnect_s, b.network_s, b.iteration_s, b.iteration_ci95_s,
+       CAST(json_extract(r.spec, '$.input_shape') AS VARCHAR) AS input_shape,
        json_extract_string(r.fingerprint, '$.gpus[0].name') AS gpu_name, b.device,
        CAST(json_extract(r.spec, '$.hosts') AS VARCHAR) AS hosts,
        json_extract_string(r.spec, '$.model_sha256') AS model_sha256

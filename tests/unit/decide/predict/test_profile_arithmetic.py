@@ -285,8 +285,8 @@ def test_a_gpu_configuration_measured_whole_carries_its_profiles_interval(tmp_pa
     db = tmp_path / "r.duckdb"
     doc = result_doc("resnet18", instance="p4d.24xlarge", workers=8, device="cuda", batch_size=8,
                      spec_extra={"input_shape": [3, 64, 64]}, stalls={"compute": 0.05, "interconnect": 0.02})
-    doc["fingerprint"].update(gpu_count=8, gpus=[{"index": i, "name": "NVIDIA A100-SXM4-40GB"} for i in range(8)],
-                              gpu_status="8 GPU(s)")  # fmt: skip
+    gpus = [{"index": index, "name": "NVIDIA A100-SXM4-40GB"} for index in range(8)]
+    doc["fingerprint"].update(gpu_count=8, gpus=gpus, gpu_status="8 GPU(s)")
     ingest_result(db, doc)
     breakdown = doc["breakdown"]
     relative = breakdown["iteration_ci95_s"] / breakdown["iteration_s"]
