@@ -66,6 +66,13 @@ def _compact_repr(self: Any) -> str:
     return f"{type(self).__name__}({', '.join(parts)})"
 
 
+def _as_arguments(text: str) -> str:
+    """A profile's message with `stash profile`'s flags named as profile()'s arguments (api/options.py)."""
+    from stash_core.api.options import PROFILE_OPTION_NAMES, argument_words
+
+    return argument_words(text, PROFILE_OPTION_NAMES)
+
+
 @dataclass
 class Result:
     """One profile: its result document (the versioned JSON file, docs/schema.md) and where it was saved.
@@ -90,11 +97,13 @@ class Result:
 
     @classmethod
     def from_document(cls, doc: dict[str, Any], **where: Any) -> Result:
-        """A Result of a result document; `where` sets result_file, db, warning, save_problem."""
+        """A Result of a result document; `where` sets result_file, db, warning, save_problem. The error is
+        the document's, its options named as profile()'s arguments ("raise comm_timeout")."""
         breakdown = doc.get("breakdown") or {}
+        error = doc.get("error")
         return cls(
             run_id=doc["run_id"], status=doc["status"], iteration_s=breakdown.get("iteration_s"),
-            error=doc.get("error"), doc=doc, **where,
+            error=_as_arguments(error) if isinstance(error, str) else error, doc=doc, **where,
         )  # fmt: skip
 
     @property
@@ -108,9 +117,7 @@ class Result:
         short of its target and what would narrow it, other load), as `stash profile` prints them but with
         its options named as profile()'s arguments ("launches 3", not "--launches 3"); the document keeps
         the command's words, which `stash show` prints."""
-        from stash_core.api.options import PROFILE_OPTION_NAMES, argument_words
-
-        return [argument_words(text, PROFILE_OPTION_NAMES) for text in self.breakdown.get("warnings") or []]
+        return [_as_arguments(text) for text in self.breakdown.get("warnings") or []]
 
     @property
     def spec(self) -> dict[str, Any]:

@@ -227,3 +227,16 @@ def test_a_results_warnings_name_profiles_arguments_not_the_commands_flags() -> 
         "see --frobnicate",
     ]
     assert doc["breakdown"]["warnings"] == said
+
+
+def test_a_failed_runs_error_names_profiles_arguments() -> None:
+    """A failed run's reason told a Python caller to "raise --comm-timeout", an option profile() takes as
+    comm_timeout; the document keeps the command's words."""
+    from stash_core.api.results import Result
+
+    said = "a collective waited past --comm-timeout (30 s): raise --comm-timeout (`stash probe` times it)"
+    doc = {"run_id": "r", "status": "failed", "error": said}
+    assert Result.from_document(doc).error == (
+        "a collective waited past comm_timeout (30 s): raise comm_timeout (`stash probe` times it)"
+    )
+    assert doc["error"] == said and Result.from_document({"run_id": "r", "status": "completed"}).error is None
