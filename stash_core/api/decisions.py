@@ -14,6 +14,7 @@ from stash_core.api.options import (
     as_text,
     checked,
     database,
+    how_it_trains,
     instance_selection,
     required,
     switch,
@@ -21,7 +22,6 @@ from stash_core.api.options import (
 )
 from stash_core.api.results import Recommendation, SpotPlan
 from stash_core.errors import UsageError
-from stash_core.habits import TrainingJob
 from stash_core.pathargs import required_path
 from stash_core.spec_parse import (
     BATCH_SIZE,
@@ -89,6 +89,7 @@ def recommend(
     from stash_core.decide.recommend import recommend as recommend_answer
 
     shape = checked("input_shape", input_shape, parse_input_shape, many=True)
+    precision, job = how_it_trains(precision, memory_format, optimizer, optimizer_impl, attention)
     if dataset_samples is not None:
         if dataset_images is not None:
             raise UsageError("recommend: give one of dataset_images and dataset_samples, not both")
@@ -102,7 +103,7 @@ def recommend(
         instances=instance_selection(instances, 1000), max_instances=required("max_instances", max_instances,
         count(64)), workers_per_instance=checked("workers_per_instance", workers_per_instance, count(1024)),
         precision=precision, input_shape=tuple(shape) if shape else None,
-        habits=TrainingJob(memory_format, optimizer, optimizer_impl, attention),
+        habits=job,
     )  # fmt: skip
     from stash_core.cells import plain_row
 

@@ -9,6 +9,7 @@ refuses is refused here with the same one-line UsageError, and a profile from Py
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import difflib
 import functools
 import inspect
@@ -21,8 +22,9 @@ from pathlib import Path
 from typing import Any
 
 from stash_core.errors import UsageError
+from stash_core.habits import TrainingJob
 from stash_core.pathargs import check_outputs, default_db, required_path
-from stash_core.spec import OPTIONS, Option, ProfileSpec, default_of
+from stash_core.spec import OPTIONS, Option, ProfileSpec, default_of, script_sha256
 from stash_core.spec_argparse import add_profile_arguments, parse_script_args
 from stash_core.spec_parse import FieldError, identifier
 from stash_core.userfiles import check_reachable
@@ -90,10 +92,45 @@ def profile_argv(spec: ProfileSpec | None, options: Mapping[str, Any]) -> list[s
             values[option] = _on_off(name, option, value)
         elif value is not None:  # None: not given, as the command's default
             values[option] = _one(name, option, value)
+    if spec is not None:
+        values.update(_derived_fields(spec, values))
     argv: list[str] = []
     for option, value in values.items():
         argv += _option_argv(option, value)
     return argv + (["--", *script_args] if script_args else [])
+
+
+# The backend Stash runs on each device: gloo between CPU workers, NCCL between GPUs.
+_BACKEND_OF_DEVICE = {"cpu": "gloo", "cuda": "nccl"}
+
+
+def _derived_fields(spec: ProfileSpec, values: Mapping[Option, Any]) -> dict[Option, Any]:
+    """The spec's fields that no option sets, which a profile derives (a stored run's spec holds them), as
+    options: taken where they agree with what the profile would derive, refused where they do not; never
+    dropped unsaid. A backend given with device "auto" chooses the device it runs on."""
+    device_option = _options_by_name()["device"]
+    device = values.get(device_option, "auto")
+    implied: dict[Option, Any] = {}
+    if spec.backend is not None:
+        devices = [name for name, backend in _BACKEND_OF_DEVICE.items() if backend == spec.backend]
+        if not devices:
+            raise UsageError(f"profile: spec.backend {spec.backend!r} is not one Stash runs: gloo on the "
+                             "CPU, nccl on GPUs (None: the device's)")  # fmt: skip
+        if device == "auto":
+            implied[device_option] = devices[0]
+        elif device != devices[0]:
+            raise UsageError(f"profile: spec.backend {spec.backend!r} does not run on device {device!r}: "
+                             "gloo on the CPU, nccl on GPUs (None: the device's)")  # fmt: skip
+    if spec.script_sha256 is not None:
+        script = values.get(_options_by_name()["script"])
+        if spec.script is None:
+            raise UsageError("profile: spec.script_sha256 is a script's: the spec names no script")
+        if script == spec.script and script_sha256(script) not in (None, spec.script_sha256):
+            raise UsageError(
+                f"profile: the script {script} changed since the spec was made (its sha256 is "
+                "no longer spec.script_sha256): make the spec again, or set script_sha256=None"
+            )
+    return implied
 
 
 def api_options(command: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -105,14 +142,19 @@ def api_options(command: str) -> Callable[[Callable[..., Any]], Callable[..., An
         signature = inspect.signature(function)
         known = list(signature.parameters)
         any_keyword = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in signature.parameters.values())
+        first = inspect.Parameter.POSITIONAL_ONLY
+        only_first = {p.name for p in signature.parameters.values() if p.kind is first}
 
         @functools.wraps(function)
         def call(*args: Any, **kwargs: Any) -> Any:
             for name in kwargs:
                 if name not in signature.parameters and not any_keyword:
                     raise UsageError(f"{command}: unknown option {name!r}{_suggestion(name, known)}")
+            # a positional-only name given as a keyword goes to **options, as Python passes it (bind
+            # refuses it)
+            bound = {name: v for name, v in kwargs.items() if not (any_keyword and name in only_first)}
             try:
-                signature.bind(*args, **kwargs)
+                signature.bind(*args, **bound)
             except TypeError as error:  # a missing argument, too many positional ones
                 raise UsageError(f"{command}: {error}") from None
             # Stash's own callers (the commands, the pages) say its errors in their own words: the options
@@ -192,6 +234,15 @@ def text_value(name: str, value: Any, rule: Callable[[str], Any]) -> Any:
     if not isinstance(value, str):
         raise UsageError(f"{name}: expected a text, got {type(value).__name__} {value!r}"[:200])
     return checked(name, value, rule)
+
+
+def how_it_trains(precision: str | None, *habits: str | None) -> tuple[str, TrainingJob]:
+    """predict()'s and recommend()'s precision and TrainingJob (memory format, optimizer, its implementation,
+    attention); None for any of them is its default, as the command's flag left out."""
+    defaults = dataclasses.astuple(TrainingJob())
+    given = zip(habits, defaults, strict=True)
+    job = TrainingJob(*(default if value is None else value for value, default in given))
+    return ("pytorch" if precision is None else precision), job
 
 
 def switch(name: str, value: Any) -> bool:
@@ -278,6 +329,8 @@ def _option_argv(option: Option, value: Any) -> list[str]:
 
 # The options that take a comma list on the command line, and so a list or tuple here.
 _LIST_OPTIONS = frozenset({"stalls", "hosts", "input_shape"})
+# The options that name something (a model, an instance type): text only, as predict()'s model is.
+_NAME_OPTIONS = frozenset({"model", "instance"})
 
 
 def _one(name: str, option: Option, value: Any) -> Any:
@@ -285,6 +338,8 @@ def _one(name: str, option: Option, value: Any) -> Any:
     db=5 was a database file named "5", out=["a", "b.json"] a file "a,b.json", batch_size=[2] a batch of 2."""
     if isinstance(value, list | tuple) and option.dest in _LIST_OPTIONS:
         return value
+    if option.dest in _NAME_OPTIONS and not isinstance(value, str):  # model=5 was the model named "5"
+        raise UsageError(f"profile: {name} takes a text, not {type(value).__name__} {value!r}"[:200])
     if not isinstance(value, str | numbers.Real | os.PathLike) or (  # numpy's numbers too
         option.dest in ("db", "out") and not isinstance(value, str | os.PathLike)
     ):

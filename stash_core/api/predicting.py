@@ -14,6 +14,7 @@ from stash_core.api.options import (
     api_options,
     checked,
     database,
+    how_it_trains,
     instance_selection,
     names,
     required,
@@ -78,6 +79,7 @@ def predict(
     """
     if (model is None) == (script_run is None):
         raise UsageError("predict: give one of model and script_run")
+    precision, job = how_it_trains(precision, memory_format, optimizer, optimizer_impl, attention)
     common = {
         "instances": instance_selection(instances, MAX_INSTANCE_NAMES),
         "workers_per_instance": checked("workers_per_instance", workers_per_instance, count(1024)),
@@ -95,7 +97,7 @@ def predict(
 
         if gpu:
             raise UsageError("--gpu selects catalog instances for --model; with --script-run use --instances")
-        job, default = TrainingJob(memory_format, optimizer, optimizer_impl, attention), TrainingJob()
+        default = TrainingJob()
         given = [f"--{field.name.replace('_', '-')}" for field in dataclasses.fields(TrainingJob)
                  if getattr(job, field.name) != getattr(default, field.name)]  # fmt: skip
         if given:
@@ -112,7 +114,6 @@ def predict(
         shape = checked("input_shape", input_shape, parse_input_shape, many=True)
         from stash_core.decide.predict import predict_instances
 
-        job = TrainingJob(memory_format, optimizer, optimizer_impl, attention)
         answer = predict_instances(
             db_path, model, batch_size, input_shape=tuple(shape) if shape else None,
             gpus=names("gpu", gpu, MAX_GPU_NAMES), job=job, **common,

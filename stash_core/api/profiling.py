@@ -18,6 +18,7 @@ from stash_core.api.results import Result
 from stash_core.errors import UsageError
 from stash_core.pathargs import required_path
 from stash_core.spec import ProfileSpec
+from stash_core.spec_parse import FieldError
 
 if TYPE_CHECKING:  # the flow loads torch, pandas and DuckDB: when profile() is called, not when looked up
     from stash_core.api.profile_flow import ProfileRun
@@ -61,12 +62,12 @@ def profile(spec: ProfileSpec | None = None, **options: Any) -> Result:
 
 
 @api_options("profile_script")
-def profile_script(script: str | Path, *args: str, **options: Any) -> Result:
+def profile_script(script: str | Path | None = None, /, *args: str, **options: Any) -> Result:
     """Profile your own training script, run unmodified under torchrun in each run (`stash profile
     --script`); its batch size is measured from its first batch.
 
     Args:
-        script: the training script's path.
+        script: the training script's path (first, or as script=).
         *args: the script's own arguments (what follows `--` on the command line).
         **options: as for `profile()`, e.g. workers=2, data_dir=PATH (the files it reads), db=PATH.
 
@@ -77,13 +78,23 @@ def profile_script(script: str | Path, *args: str, **options: Any) -> Result:
         UsageError: a bad option, or a script that cannot be read, before anything runs.
         MeasurementError: a run failed (saved first, as by `profile()`).
     """
-    for name in ("script", "script_args"):  # named by the arguments above; given twice they would clash
-        if name in options:
-            where = "its first argument" if name == "script" else "the arguments after the script"
-            raise UsageError(f"profile_script: give {name} as {where}, not as {name}=")
+    if "script" in options:  # script= as a keyword: the same, given once
+        if script is not None:
+            raise UsageError("profile_script: give the script once, as its first argument or as script=")
+        script = options.pop("script")
+    if "script_args" in options:  # the script's arguments are those after it; given twice they would clash
+        raise UsageError(
+            "profile_script: give script_args as the arguments after the script, not as script_args="
+        )
     script = required_path("script", script)  # not str(None): a file named "None" would be profiled
     given = [os.fspath(arg) if isinstance(arg, os.PathLike) else arg for arg in args]  # a Path is its text
-    return profile(script=str(script), script_args=given, **options)  # each checked as text there
+    try:
+        return profile(script=str(script), script_args=given, **options)  # each checked as text there
+    except UsageError as error:  # profile()'s checks, named as this function's
+        text = str(error.args[0]) if len(error.args) == 1 else ""
+        if type(error) in (UsageError, FieldError) and text.startswith("profile: "):
+            error.args = ("profile_script: " + text.removeprefix("profile: "),)
+        raise
 
 
 def _raise_early_end(run: ProfileRun) -> None:

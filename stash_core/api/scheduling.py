@@ -35,6 +35,14 @@ NON_NEGATIVE_YEAR = Number(0, YEAR_S, whole=False, what="a number >= 0")
 MAX_SYNTHETIC_SPAN_S = 10 * YEAR_S  # jobs x mean gap: the drawn arrivals stay far inside a trace's 100 years
 
 
+class TraceTooLarge(UsageError):
+    """A trace of more jobs than the caller's max_jobs (a page words it with its own limit)."""
+
+    def __init__(self, jobs: int, most: int) -> None:
+        super().__init__(f"the trace has {jobs:,} jobs, more than max_jobs={most:,}")
+        self.jobs, self.most = jobs, most
+
+
 @api_options("simulate_schedule")
 def simulate_schedule(
     trace: Path | str | None = None, *, synthetic_jobs: int | None = None, trace_format: str = "auto",
@@ -116,8 +124,7 @@ def simulate_schedule(
                                        mean_gap_s, db_path)  # fmt: skip
     most = checked("max_jobs", max_jobs, count(10**9))
     if most is not None and len(jobs) > most:
-        raise UsageError(f"the trace has {len(jobs):,} jobs; at most {most:,} are simulated here "
-                         "(`stash schedule` takes more)")  # fmt: skip
+        raise TraceTooLarge(len(jobs), most)
     delay_s, scale = checked("delay_s", delay_s, NON_NEGATIVE_YEAR), checked("scale", scale, NON_NEGATIVE)
     given = {"delay_s": defaults.DELAY_S if delay_s is None else delay_s,
              "scale": defaults.SCALE if scale is None else scale}  # fmt: skip

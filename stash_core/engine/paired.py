@@ -23,7 +23,6 @@ import statistics
 from stash_core.analysis.stats import group_round_key, mean, pool_rounds, summarise
 from stash_core.engine.plan import PhasePlan
 from stash_core.errors import UsageError
-from stash_core.measure.paired_loop import BLOCK_STEPS
 from stash_core.spec import ProfileSpec
 
 PAIRED_RUNS = ("R0", "R1")
@@ -32,6 +31,9 @@ FIRST_STARTUP_ESTIMATE_S = 5.0  # kept out of the first paired launch's loop cap
 FIRST_LAUNCH_GROUPS = 8  # the first paired launch's groups: enough to show how groups vary
 LATER_LAUNCH_GROUPS = 4  # the second's, before two launches show how launches disagree
 MIN_LAUNCH_GROUPS = 3  # fewer would leave a launch's own mean too loose to tell launches apart
+# Steps per block, sent to the workers in the job (measure/paired_loop.py): long enough to hold a step's
+# parts, short enough to pair within a shift.
+BLOCK_STEPS = 3
 
 
 def why_not_paired(spec: ProfileSpec, names: list[str], on_remote_hosts: bool) -> str | None:

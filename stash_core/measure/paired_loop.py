@@ -27,7 +27,6 @@ from stash_core.measure import protocol
 from stash_core.measure.rank_sync import MIN_WARMUP_ITERATIONS, gathered_steps
 from stash_core.measure.timed_loop import PARTS, StepTimes, losses_finite, run_steps
 
-BLOCK_STEPS = 3  # steps per block: long enough to hold a step's parts, short enough to pair within a shift
 MIN_GROUPS = 8  # groups before a stop is considered (a t-interval over fewer is too wide to trust its spread)
 # ... in a later launch, whose groups pool with the earlier launches' (it is there to sample its level)
 MIN_GROUPS_LATER = 4
@@ -72,7 +71,7 @@ def run_paired(job, model, optimizer, loss, batches, device, clock, rank: int, w
     """Warm both kinds of step up, then groups of blocks until rank 0's figures reach the target or a cap;
     the result as rank 0 reports it (R1's samples, with R0's and the groups under "paired")."""
     bare = model.module  # the same parameters without DDP's all-reduce
-    block = int(job["paired"].get("block_steps") or BLOCK_STEPS)
+    block = int(job["paired"]["block_steps"])  # the engine's choice (engine/paired.BLOCK_STEPS)
     target = job["target_relative_ci"]
     a_times, b_times = StepTimes(), StepTimes()
     token = torch.zeros(1)

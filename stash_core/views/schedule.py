@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from stash_core.api.scheduling import simulate_schedule
+from stash_core.api.scheduling import TraceTooLarge, simulate_schedule
 from stash_core.errors import UsageError
 from stash_core.sched import defaults as d
 from stash_core.sched.assumptions import (
@@ -84,6 +84,9 @@ def simulate(
                 label = f"{main.name} (read as {trace_format})" + (", all submitted at 0" if batch else "")
                 schedule = simulate_schedule(main, trace_format=trace_format, trace_label=label,
                                              arrivals="batch" if batch else None, **options)  # fmt: skip
+            except TraceTooLarge as error:
+                raise UsageError(f"the trace has {error.jobs:,} jobs; the page simulates at most "
+                                 f"{MAX_PAGE_JOBS:,}: {BEYOND_THE_PAGE}") from None  # fmt: skip
             except UsageError as error:  # named as uploaded, not by the server's temporary copy
                 raise UsageError(str(error).replace(f"{folder}{os.sep}", "")) from None
         return _with_sensitivity(schedule)

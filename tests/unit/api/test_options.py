@@ -121,7 +121,9 @@ def test_true_and_false_are_checked_as_the_other_functions_check_them():
         ({"db": ["/tmp/x.duckdb"]}, "profile: db takes a path, not list"),
         ({"out": ["a", "b.json"]}, "profile: out takes a path, not list"),  # a file "a,b.json"
         ({"batch_size": [2]}, "profile: batch_size takes one value, not list [2]"),
-        ({"model": {"name": "resnet10"}}, "profile: model takes one value, not dict"),
+        ({"model": {"name": "resnet10"}}, "profile: model takes a text, not dict"),
+        ({"model": 5}, "profile: model takes a text, not int 5"),  # was the model named "5", as unknown
+        ({"instance": 3.5}, "profile: instance takes a text, not float 3.5"),
     ],
 )
 def test_a_value_of_a_type_the_option_never_takes_is_refused(options, said):
@@ -183,3 +185,41 @@ def test_a_users_own_words_in_an_error_are_left_as_they_are(tmp_path):
     with pytest.raises(UsageError, match="needs --batch-size 4"):
         stash_core.predict(model=f"{tmp_path / 'net.py'}:make", batch_size=8, instances="g5.xlarge",
                            db=tmp_path / "x.duckdb")  # fmt: skip
+
+
+def test_a_specs_derived_fields_are_taken_where_they_agree_and_refused_where_not(tmp_path):
+    """A spec's backend and script_sha256 (no flag sets them; a stored run's spec holds them) were dropped
+    unsaid: backend="mpi" profiled on gloo."""
+    tiny = {"model": "resnet10", "batch_size": 4}
+    assert profile_argv(ProfileSpec(**tiny, backend="gloo"), {}) == ["--model=resnet10", "--batch-size=4",
+                                                                      "--device=cpu"]  # fmt: skip
+    assert "--device=cuda" in profile_argv(ProfileSpec(**tiny, backend="nccl"), {})
+    ran = ProfileSpec(**tiny, device="cpu", backend="gloo")  # a stored run's spec
+    assert "--device=cpu" in profile_argv(ran, {})
+    with pytest.raises(UsageError, match=r"^profile: spec.backend 'mpi' is not one Stash runs: gloo on the"):
+        profile_argv(ProfileSpec(**tiny, backend="mpi"), {})
+    with pytest.raises(UsageError, match=r"^profile: spec.backend 'nccl' does not run on device 'cpu'"):
+        profile_argv(ProfileSpec(**tiny, backend="nccl"), {"device": "cpu"})  # the option against the spec
+    script = tmp_path / "train.py"
+    script.write_text("print('v1')\n")
+    from stash_core.spec import script_sha256
+
+    made = ProfileSpec(model="script:train.py", batch_size=None, script=str(script),
+                       script_sha256=script_sha256(str(script)))  # fmt: skip
+    assert f"--script={script}" in profile_argv(made, {})
+    script.write_text("print('v2')\n")
+    with pytest.raises(UsageError, match=r"^profile: the script .*train.py changed since the spec was made"):
+        profile_argv(made, {})
+    with pytest.raises(UsageError, match=r"^profile: spec.script_sha256 is a script's: the spec names no"):
+        profile_argv(ProfileSpec(**tiny, script_sha256="ab" * 32), {})
+
+
+def test_none_is_the_default_for_how_the_job_trains():
+    """predict(precision=None) and recommend(memory_format=None) were refused ("must be one of ..., got
+    None"), where every other option with a default takes None as not given."""
+    import stash_core
+
+    by_none = stash_core.predict(model="resnet50", batch_size=8, instances="g5.xlarge", precision=None,
+                                 memory_format=None, optimizer=None, optimizer_impl=None, attention=None)
+    by_default = stash_core.predict(model="resnet50", batch_size=8, instances="g5.xlarge")
+    assert by_none.to_dict() == by_default.to_dict()

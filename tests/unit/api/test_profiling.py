@@ -125,7 +125,14 @@ def test_a_database_the_caller_holds_open_is_refused_before_anything_runs(tmp_pa
     ("call", "message"),
     [(lambda db: stash.profile_script("train.py", script_args=["--steps", "5"], db=db),
       "profile_script: give script_args as the arguments after the script"),
-     (lambda db: stash.profile_script(db=db), "profile_script: missing a required argument: 'script'"),
+     (lambda db: stash.profile_script(db=db), "script: a value is required, got None"),
+     # profile()'s own checks were worded as profile()'s
+     (lambda db: stash.profile_script("train.py", bogus=1, db=db),
+      "^profile_script: unknown option 'bogus'"),
+     (lambda db: stash.profile_script(script="train.py", bogus=1, db=db),
+      "^profile_script: unknown option 'bogus'"),  # script= is the script, as the first argument is
+     (lambda db: stash.profile_script("a.py", script="b.py", db=db),
+      "^profile_script: give the script once, as its first argument or as script="),
      (lambda db: stash.profile(None, 3, db=db), "profile: too many positional arguments"),
      # str(None) was the script: a file named "None" in the working folder would have been profiled
      (lambda db: stash.profile_script(None, db=db), "script: a value is required, got None"),
@@ -133,7 +140,8 @@ def test_a_database_the_caller_holds_open_is_refused_before_anything_runs(tmp_pa
      # each argument was made text: a list or None went to the script as "['--epochs', '1']" or "None"
      (lambda db: stash.profile_script("train.py", ["--epochs", "1"], db=db), "script_args must be text"),
      (lambda db: stash.profile_script("train.py", "--epochs", None, db=db), "script_args must be text")],
-    ids=["script-args", "no-script", "extra", "none", "number", "list-argument", "none-argument"],
+    ids=["script-args", "no-script", "unknown", "unknown-by-keyword", "script-twice", "extra", "none",
+         "number", "list-argument", "none-argument"],
 )  # fmt: skip
 def test_a_wrong_argument_is_a_usage_error_not_a_type_error(call, message, tmp_path):
     with pytest.raises(stash.UsageError, match=message):

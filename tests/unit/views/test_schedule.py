@@ -3,6 +3,8 @@ starts, and any simulation is stopped at the page's time limit, leaving no proce
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import time
 
 import psutil
@@ -42,6 +44,23 @@ def test_within_the_limit_the_document_comes_back_and_is_stored(tmp_path):
                                          policies=["fifo"], out_dir=tmp_path / "out")  # fmt: skip
     assert doc["jobs"] > 0 and [e["policy"] for e in doc["policies"]] == ["fifo"]
     assert (tmp_path / "out" / f"{doc['simulation_id']}.json").exists()
+
+
+def test_the_simulation_worker_starts_without_torch():
+    # each simulation on the page starts one: torch (some 2 s of CPU) was loaded through the views package
+    program = "import sys, stash_core.views.schedule_worker; print('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.split() == ["False"], done.stderr[-2000:]
+
+
+def test_an_uploaded_trace_over_the_pages_job_limit_says_the_pages_limit(tmp_path, monkeypatch):
+    monkeypatch.setattr(schedule, "MAX_PAGE_JOBS", 2)
+    trace = b"job_id,num_gpu,submit_time,duration\nj1,4,0,100\nj2,2,10,50\nj3,1,20,30\n"
+    with pytest.raises(UsageError) as refused:
+        schedule.simulate(tmp_path / "r.duckdb", files=[("t.csv", trace)], out_dir=tmp_path / "out")
+    said = f"the trace has 3 jobs; the page simulates at most 2: {schedule.BEYOND_THE_PAGE}"
+    assert str(refused.value) == said
+    assert not (tmp_path / "out").exists()
 
 
 def test_bad_input_is_one_line(tmp_path):
