@@ -206,6 +206,10 @@ def cmd_spot_simulate(args: argparse.Namespace) -> int:
         print(json_text({"error": reason, "exit_status": 1}, indent=2) if args.json else printable(reason))
         print(printable(f"stash: {reason}"), file=sys.stderr)
         return 1
+    # every strategy without a plan that meets the deadline (its runs train the fastest cluster): no
+    # configuration meets it, an answer that exits 1 as `stash spot` does
+    reasons = [row.get("infeasible_reason") for row in rows]
+    unmet = reasons[0] if reasons and all(reasons) else None
     if args.json:
         scenario = {"target_loss": args.target_loss, "deadline_s": args.deadline_s,
                     "revocation_s": args.revocation_s}  # fmt: skip
@@ -214,10 +218,11 @@ def cmd_spot_simulate(args: argparse.Namespace) -> int:
         else:
             scenario |= {"rate_per_h": args.rate_per_h or 0.0, "runs": args.runs or 200,
                          "seed": DEFAULT_SEED if args.seed is None else args.seed}  # fmt: skip
+        failure = {} if unmet is None else {"error": f"no plan meets the deadline: {unmet}", "exit_status": 1}
         print(json_text({**scenario, "strategies": rows, "no_on_demand_price": unpriced,
-                         "no_spot_price": no_spot, "notes": eq10_pairing_notes(doc, spot_offers)},
+                         "no_spot_price": no_spot, "notes": eq10_pairing_notes(doc, spot_offers), **failure},
                         indent=2))  # fmt: skip
-        return 0
+        return 0 if unmet is None else 1
     source = f"trace {args.trace}" if trace is not None else f"{args.rate_per_h:g} revocations/h per instance"
     lines = [f"target loss {args.target_loss:g} by {args.deadline_s:.0f} s; {source}; "
              f"{args.revocation_s:.0f} s per revocation",
@@ -236,7 +241,7 @@ def cmd_spot_simulate(args: argparse.Namespace) -> int:
     lines.append("simulated with the spotDNN model (no contention: planned with P = 0, trained with the true "
                  "contention); on-demand instances are never revoked")  # fmt: skip
     print("\n".join(lines))
-    return 0
+    return 0 if unmet is None else 1
 
 
 def _cost_spread(half_usd: float | None) -> str:

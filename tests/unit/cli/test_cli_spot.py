@@ -325,20 +325,25 @@ def test_strategies_that_plan_and_train_alike_meet_the_same_revocations(tmp_path
 
 
 def test_simulating_a_deadline_no_plan_meets_says_so_and_what_it_trains(tmp_path, capsys):
-    """Every strategy started from the fastest cluster and the table showed 0% without a word."""
+    """Every strategy started from the fastest cluster and the table showed 0% without a word; then it said
+    so and exited 0, where `stash spot` (and docs/commands.md) exit 1 for a deadline nothing meets."""
     status, out = _run(tmp_path, capsys, "spot-simulate", "--deadline-s", "100", "--rate-per-h", "2",
                        "--runs", "5", "--json")  # fmt: skip
-    assert status == 0, out.err
-    rows = json.loads(out.out)["strategies"]
+    assert status == 1, out.err
+    answer = json.loads(out.out)
     said = r"no cluster of \d+ (to \d+ )?workers? trains within 100 s"
-    assert all(re.search(said, row["infeasible_reason"]) for row in rows)
+    assert all(re.search(said, row["infeasible_reason"]) for row in answer["strategies"])
+    assert answer["exit_status"] == 1 and re.match(f"no plan meets the deadline: {said}", answer["error"])
     status, out = _run(tmp_path, capsys, "spot-simulate", "--deadline-s", "100", "--rate-per-h", "2",
                        "--runs", "5")  # fmt: skip
+    assert status == 1
     assert "spotDNN: no plan meets the deadline even without revocations (no cluster of " in out.out
     assert "its runs train the fastest cluster" in out.out
     status, out = _run(tmp_path, capsys, "spot-simulate", "--deadline-s", "3000", "--rate-per-h", "2",
                        "--runs", "5", "--json")  # fmt: skip
-    assert all(row["infeasible_reason"] is None for row in json.loads(out.out)["strategies"])
+    answer = json.loads(out.out)
+    assert status == 0 and "error" not in answer
+    assert all(row["infeasible_reason"] is None for row in answer["strategies"])
 
 
 def test_simulate_over_a_trace_prints_a_table(tmp_path, capsys):
@@ -496,7 +501,7 @@ def test_simulate_leaves_an_instance_with_a_spot_price_alone_out_of_on_demand(tm
     rows = {row["strategy"]: row for row in answer["strategies"]}
     assert "spotonly" in rows["spotDNN"]["first_plan"] and rows["on-demand"]["first_plan"] == "3 x g3.8xlarge"
     assert answer["no_on_demand_price"] == ["spotonly"]
-    assert main([*common, "--instances", "spotonly:4"]) == 0
+    assert main([*common, "--instances", "spotonly:4"]) == 1  # 4 of them need 3,895 s: no plan meets 3,000 s
     out = capsys.readouterr().out
     assert "on-demand: not simulated: no instance offered has an on-demand price" in out
     assert "\n  on-demand " not in out  # no row
