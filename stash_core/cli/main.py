@@ -84,6 +84,10 @@ class Parser(argparse.ArgumentParser):
         if self._command_choices() and given and given[0].startswith("-"):
             option = given[0].split("=", 1)[0]
             if not any(known.startswith(option) for known in self._option_string_actions):
+                if " " in self.prog:  # a command of commands (`stash instances --db x`): name them
+                    commands = self._command_choices()
+                    self.error(f"{option} goes after a command: one of {', '.join(commands)} "
+                               f"(`{self.prog} {commands[0]} {option} ...`)")  # fmt: skip
                 self.error(f"unrecognized option {given[0]} (a command's options go after the command)")
         if takes_script_args(self):  # `stash profile`, `stash campaign`: the script's arguments after `--`
             namespace, left = parse_script_args(super().parse_known_args, given, namespace)

@@ -72,6 +72,12 @@ def test_version_unknown_options_and_missing_subcommands_are_said_as_typed(capsy
     ):
         status, said = _refusal([group], capsys)
         assert status == 2 and f"one of {choices}" in said and internal not in said, said
+        # an option in front of the group's command: it goes after one (it said "after the command", where
+        # it was after `stash instances`)
+        status, said = _refusal([group, "--db", "x.duckdb"], capsys)
+        first = choices.split(",")[0]
+        assert status == 2 and f"--db goes after a command: one of {choices}" in said, said
+        assert f"(`stash {group} {first} --db ...`)" in said and len(said.splitlines()) == 1
     status, said = _refusal([], capsys)
     assert status == 2 and "one of profile, ingest, runs" in said and "command" in said
 
