@@ -41,14 +41,36 @@ def sensitivity_line(counts: dict[str, int]) -> str:
 
 def offered_load_line(jobs: Iterable[Any], total_gpus: int) -> str:
     """The work the jobs ask (GPUs x consolidated duration) over the cluster's GPU-time between the first
-    and last arrival: above 100% the queue grows while jobs arrive, and the figures with its length."""
+    and last arrival, and the most GPUs they would hold at once were each run as it arrives: above the
+    cluster's, jobs must queue; with the share above 100% too, the queue grows while jobs arrive. A short
+    trace's share can pass 100% with no queue at all (its work outlasts its arrivals), which the peak says."""
     jobs = list(jobs)
     work_gpu_s = sum(job.gpus * job.duration_s for job in jobs)
     span_s = max(job.submit_s for job in jobs) - min(job.submit_s for job in jobs)
     full_h = work_gpu_s / total_gpus / 3600
+    peak = peak_gpus(jobs)
+    held = f"run as they arrive, they would hold at most {peak:,} of its {total_gpus:,} GPUs at once"
+    if peak > total_gpus:
+        held += ": jobs must queue"
     if span_s <= 0:
-        return f"offered load: every job arrives at once; their work fills the whole cluster {full_h:,.1f} h"
+        fills = f"their work fills the whole cluster {full_h:,.1f} h"
+        return f"offered load: every job arrives at once; {fills}; {held}"
     share = work_gpu_s / (total_gpus * span_s)
-    grows = ": the queue grows while jobs arrive (overloaded)" if share > 1 else ""
+    if peak > total_gpus and share > 1:
+        held += ", and the queue grows while jobs arrive (overloaded)"
+    elif share > 1:
+        held += " (their work outlasts their arrivals)"
     return (f"offered load: the jobs ask {share:.0%} of the cluster's GPU-time between the first and last "
-            f"arrival{grows}")  # fmt: skip
+            f"arrival; {held}")  # fmt: skip
+
+
+def peak_gpus(jobs: Iterable[Any]) -> int:
+    """The most GPUs the jobs hold at once were each to start as it arrives and run its duration (a job that
+    ends as another arrives hands its GPUs over)."""
+    starts = [(job.submit_s, job.gpus) for job in jobs]
+    events = sorted(starts + [(job.submit_s + job.duration_s, -job.gpus) for job in jobs])
+    held = peak = 0
+    for _, gpus in events:  # at one time, ends (negative) sort before starts
+        held += gpus
+        peak = max(peak, held)
+    return peak
