@@ -395,6 +395,7 @@ def populate_dashboard_db(db: Path) -> list[dict[str, Any]]:
             samples=True,
             telemetry=True,
             seed=seed,
+            cpu_cores={"small-vm": 2, "big-vm": 8}[instance],  # the catalog's vCPUs below: the labels fit
         )
         assert store.ingest_result(db, doc)
         docs.append(doc)

@@ -8,6 +8,8 @@ instance's measurement until the user confirms the label.
 What contradicts a label (catalog row against the fingerprint that the profile recorded):
   - GPUs: the machine has none and the instance has some (a CPU-only machine labelled g4dn.xlarge), or the
     other way round, or the counts differ;
+  - a CPU instance's vCPUs: the run could use another number of cores (its affinity, else the machine's
+    logical cores);
   - the GPU model: a GPU of the machine (its NVML name) is not the instance's accelerator variant, both
     matched with the accelerator table (catalog/accelerators.py: "Tesla T4" fits "NVIDIA T4 16 GB", "NVIDIA
     A10G" does not, nor does "NVIDIA A100-SXM4-80GB" fit "NVIDIA A100 SXM4 40 GB"); an ambiguous catalog name
@@ -34,6 +36,7 @@ from stash_core.catalog.catalog import get_instance, list_instances
 from stash_core.errors import UsageError, no_run_error
 from stash_core.store import get_run
 from stash_core.store.run_labels import CONFIRMED_KEY, label_rows, merge_into_spec
+from stash_core.units import finite_float
 
 # status of a label: fits | contradicted | confirmed (contradicted, but the user confirmed it) | not_checked
 USABLE = ("fits", "confirmed", "not_checked")
@@ -101,12 +104,28 @@ def label_problems(instance: dict[str, Any] | None, fingerprint: dict[str, Any] 
             problems.append(f"the machine has {found} GPU(s), {name} has none")
         else:
             problems.append(f"the machine has {found} GPU(s), {name} has {expected} {accelerator}")
+    if expected == 0 and found == 0:  # a CPU instance: its vCPUs are what it runs on
+        problems += _vcpu_problems(instance, fingerprint, name)
     names = [str(gpu.get("name") or "") for gpu in fingerprint.get("gpus") or [] if isinstance(gpu, dict)]
     if instance.get("accelerator") and expected and names:
         others = sorted({gpu for gpu in names if not same_gpu(instance["accelerator"], gpu)})
         if others:
             problems.append(f"the machine's GPU is {', '.join(others)}, {name} has {accelerator}")
     return problems
+
+
+def _vcpu_problems(instance: dict[str, Any], fingerprint: dict[str, Any], name: str) -> list[str]:
+    """A CPU instance's vCPUs against the cores the run could use (its affinity, else the logical cores): a
+    1-vCPU label on a 2-core machine carried that machine's CPU stall to 1-vCPU rows as a 1-vCPU one."""
+    vcpus = finite_float(instance.get("vcpus"))
+    affinity = fingerprint.get("cpu_affinity")
+    if isinstance(affinity, list) and affinity:
+        cores = len(affinity)
+    else:
+        cores = _count(fingerprint.get("cpu_cores_logical"))
+    if not vcpus or not cores or cores == vcpus:
+        return []
+    return [f"the machine has {cores} logical core(s), {name} has {vcpus:g} vCPU(s)"]
 
 
 def check_label(

@@ -130,7 +130,7 @@ def test_a_modelled_stall_of_unknown_error_marks_its_row_unvalidated(tmp_path):
     unknown; the row says so with its mark instead of standing beside measured rows unmarked."""
     db = tmp_path / "r.duckdb"
     stalls = {"compute": 0.3, "interconnect": 0.3}
-    doc = result_doc("resnet10", instance="vm-2vcpu", workers=2, batch_size=8,
+    doc = result_doc("resnet10", instance="vm-2vcpu", workers=2, batch_size=8, cpu_cores=2,
                      spec_extra={"input_shape": [3, 64, 64]}, stalls=stalls)  # fmt: skip
     ingest_result(db, doc)
     from stash_core.catalog.catalog import add_instance
