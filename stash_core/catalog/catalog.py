@@ -154,7 +154,9 @@ def list_instances(db_path: Path | str) -> pd.DataFrame:
 
 
 def get_instance(db_path: Path | str, name: str) -> dict[str, Any] | None:
-    """One catalog row as a dict (stored row first, else the built-in one); None when the name is unknown."""
+    """One catalog row as a dict (stored row first, else the built-in one); None when the name is unknown.
+    The name is read as add_instance stores it: without surrounding blanks."""
+    name = (name or "").strip()
     if not name:
         return None
     found = read_rows(db_path, name)
@@ -228,6 +230,7 @@ def set_instance(db_path: Path | str, name: str, **fields: Any) -> dict[str, Any
     """
     if not fields:
         raise UsageError("nothing to change: give at least one field")
+    name = name.strip()  # as add_instance stored it
     changes = clean(fields, partial=True)
     if get_instance(db_path, name) is None:  # refused before the database is opened for writing
         raise _unknown_instance(name)

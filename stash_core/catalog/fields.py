@@ -28,6 +28,8 @@ MAXIMA = {"accelerator_count": 1024, "vcpus": 100_000, "memory_gib": 1e7, "netwo
           "on_demand_usd_per_h": 1e6, "spot_usd_per_h": 1e6}  # fmt: skip
 DATE_RANGE = (date(1970, 1, 1), date(2262, 4, 11))  # what the dashboard (pandas) can represent
 POSITIVE = ("memory_gib", "network_gbps")
+# The least of them a new value may hold: 1e-9 Gbit/s predicted a step of 22 days, and 1e-300 GiB listed as 0.
+MINIMA = {"memory_gib": 0.01, "network_gbps": 0.001}
 PRICES = ("on_demand_usd_per_h", "spot_usd_per_h")
 # A name (instance, GPU, region) is shown in tables and stored: at most as long as spec_parse.MAX_NAME_CHARS
 # lets one be typed; a price's source names a file and a region, so it may be longer.
@@ -99,6 +101,8 @@ def clean(fields: dict[str, Any], partial: bool, stored: bool = False) -> dict[s
             cleaned[key] = _whole(key, value, INT_MIN[key])
         elif key in POSITIVE:
             cleaned[key] = _number(key, value, strictly_positive=True)
+            if not stored and cleaned[key] is not None and cleaned[key] < MINIMA[key]:
+                raise UsageError(f"{key} must be at least {MINIMA[key]:g}, got {value!r}")
         elif key in PRICES:
             cleaned[key] = _number(key, value, strictly_positive=False)
         elif key == "price_date":

@@ -360,3 +360,23 @@ def test_an_unknown_gpu_is_warned_of_with_the_short_names_it_is_close_to(tmp_pat
                      "--db", str(tmp_path / "cat.duckdb")]) == 0  # fmt: skip
         err = capsys.readouterr().err
         assert f"'{typed}' is not in Stash's accelerator table (did you mean {meant}" in err, err
+
+
+def test_a_name_with_surrounding_blanks_is_the_name_add_stored(tmp_path):
+    """`instances add " lead"` stored "lead", and `instances show " lead"` or `set " lead"` then found no
+    instance ' lead'."""
+    db = tmp_path / "blanks.duckdb"
+    add_instance(db, name=" lead", accelerator_count=0, vcpus=2)
+    assert get_instance(db, " lead ")["name"] == "lead"
+    assert set_instance(db, "lead  ", vcpus=4)["vcpus"] == 4 and get_instance(db, "lead")["vcpus"] == 4
+
+
+@pytest.mark.parametrize(("field", "value", "said"), [
+    ("network_gbps", 1e-9, "network_gbps must be at least 0.001"),  # a 1-bit/s network: a step of 22 days
+    ("memory_gib", 1e-300, "memory_gib must be at least 0.01"),  # listed as 0.0
+])  # fmt: skip
+def test_a_positive_value_too_small_to_be_a_machines_is_refused(tmp_path, field, value, said):
+    db = tmp_path / "small.duckdb"
+    with pytest.raises(UsageError, match=said):
+        add_instance(db, name="tiny", accelerator_count=0, **{field: value})
+    assert get_instance(db, "tiny") is None
