@@ -205,6 +205,8 @@ class Predictor:
         notes = [note for note in (memory.note, stated.note if stated else "") if note]
         if self.cost.half_weights and self.cost.bfloat16 and not accelerator.bf16_tflops:
             notes.append("bfloat16 on a GPU without BF16 matrix units: its products run on the FP32 cores")
+        if self.precision == "tf32" and not self.default_arithmetic and not accelerator.tf32_tflops:
+            notes.append("TF32 asked on a GPU without TF32 units: its products run in FP32")
         if compute.host_s >= compute.gpu_s and path != "measured":
             notes.append(f"overhead-bound: {compute.kernels} kernels dispatched from the host")
         comm_error = comm_stated_error(count, comm.link_class)[0] if workers * count > 1 else None

@@ -115,6 +115,7 @@ MEANING_NOTES = {
     "bfloat16 on a GPU without BF16": "bfloat16 on a GPU without BF16 matrix units: its products on the FP32 "
     "cores",
     "overhead-bound": "overhead-bound: the host's dispatch of every kernel, not the GPU, sets the step",
+    "TF32 asked on a GPU without TF32": "TF32 asked on a GPU without TF32 units: its products in FP32",
 }  # fmt: skip
 
 

@@ -406,6 +406,19 @@ def test_the_table_says_which_rows_run_bfloat16_on_fp32_cores(tmp_path, capsys):
     assert line.endswith("(1 x p3.2xlarge)")
 
 
+def test_tf32_asked_of_a_gpu_without_tf32_units_says_it_runs_fp32(tmp_path, capsys):
+    """--precision tf32 on a V100 was predicted as FP32 without a word (its rows read as TF32 units')."""
+    db = str(tmp_path / "x.duckdb")
+    status, out, _ = run(capsys, "predict", "--model", "resnet18", "--batch-size", "8", "--precision", "tf32",
+                         "--instances", "p3.2xlarge,a2-highgpu-1g", "--db", db)  # fmt: skip
+    assert status == 0
+    [line] = [line for line in out.splitlines() if line.startswith("  TF32 asked on a GPU without TF32")]
+    assert line.endswith("(1 x p3.2xlarge)")
+    status, out, _ = run(capsys, "predict", "--model", "resnet18", "--batch-size", "8", "--instances",
+                         "p3.2xlarge", "--db", db)  # fmt: skip
+    assert status == 0 and "TF32 asked" not in out  # PyTorch's own arithmetic: nothing was asked
+
+
 def test_a_cpu_profile_of_another_input_shape_is_named_as_set_aside(tmp_path, capsys):
     """predict named GPU profiles set aside for their input shape and dropped CPU ones without a word, where
     recommend named both: the CPU instance read as never profiled."""
