@@ -128,7 +128,6 @@ REFUSED: list[tuple[str, list[str], str]] = [
     ("set-region-empty", [*SET, "--region", "", *DB], "--region"),
     ("set-vcpus-hex", [*SET, "--vcpus", "0x10", *DB], "--vcpus"),
     ("set-name-other-case", ["instances", "set", "G4DN.XLARGE", "--vcpus", "8", *DB], "unknown instance"),
-    ("set-name-padded", ["instances", "set", " g4dn.xlarge ", "--vcpus", "8", *DB], "unknown instance"),
     ("show-instance-wildcard", ["instances", "show", "g4dn%", *DB], "unknown instance"),
     ("show-instance-percent", ["instances", "show", "%", *DB], "unknown instance"),
     # ---- spot family

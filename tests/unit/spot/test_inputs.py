@@ -186,5 +186,6 @@ def test_every_spot_answer_says_a_compute_time_taken_at_eq_10s_batch_once(tmp_pa
     common = ["--workload", str(path), "--instances", "g3.8xlarge:5", "--target-loss", "0.8", "--db", str(db)]
     assert main(["spot-replan", *common, "--running", "g3.8xlarge:2", "--current-loss", "1.5",
                  "--budget-s", "2600"]) in (0, 1)  # fmt: skip
-    assert main(["spot-simulate", *common, "--deadline-s", "2600", "--rate-per-h", "0.5", "--runs", "5"]) == 0
+    simulate = ["spot-simulate", *common, "--deadline-s", "2600", "--rate-per-h", "0.5", "--runs", "5"]
+    assert main(simulate) in (0, 1)  # 1: no strategy's plan meets the deadline; its notes are said alike
     assert capsys.readouterr().out.count("eq. 10's batch") == 2
