@@ -108,7 +108,8 @@ def _derived_fields(spec: ProfileSpec, values: Mapping[Option, Any]) -> dict[Opt
     """The spec's fields that no option sets, which a profile derives (a stored run's spec holds them), as
     options: taken where they agree with what the profile would derive, refused where they do not; never
     dropped unsaid. A backend given with device "auto" chooses the device it runs on."""
-    device_option = _options_by_name()["device"]
+    by_name = _options_by_name()
+    device_option = by_name["device"]
     device = values.get(device_option, "auto")
     implied: dict[Option, Any] = {}
     if spec.backend is not None:
@@ -122,7 +123,7 @@ def _derived_fields(spec: ProfileSpec, values: Mapping[Option, Any]) -> dict[Opt
             raise UsageError(f"profile: spec.backend {spec.backend!r} does not run on device {device!r}: "
                              "gloo on the CPU, nccl on GPUs (None: the device's)")  # fmt: skip
     if spec.script_sha256 is not None:
-        script = values.get(_options_by_name()["script"])
+        script = values.get(by_name["script"])
         if spec.script is None:
             raise UsageError("profile: spec.script_sha256 is a script's: the spec names no script")
         if script == spec.script and script_sha256(script) not in (None, spec.script_sha256):

@@ -86,7 +86,7 @@ def simulate(
                                              arrivals="batch" if batch else None, **options)  # fmt: skip
             except TraceTooLarge as error:
                 raise UsageError(f"the trace has {error.jobs:,} jobs; the page simulates at most "
-                                 f"{MAX_PAGE_JOBS:,}: {BEYOND_THE_PAGE}") from None  # fmt: skip
+                                 f"{error.most:,}: {BEYOND_THE_PAGE}") from None  # fmt: skip
             except UsageError as error:  # named as uploaded, not by the server's temporary copy
                 raise UsageError(str(error).replace(f"{folder}{os.sep}", "")) from None
         return _with_sensitivity(schedule)
