@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+import difflib
+from collections.abc import Callable, Iterable
 from datetime import date
 from pathlib import Path
 from typing import Any
@@ -210,3 +211,21 @@ def add_format_argument(parser: argparse.ArgumentParser, keys: str) -> None:
 
 # Revocations per spot instance per hour that `spot` and `spot-simulate` take: one a second at most.
 MAX_REVOCATIONS_PER_H = 3600.0
+
+
+def unknown_options(typed: list[str], known: Iterable[str]) -> list[str]:
+    """The options in `typed` (up to a script's `--`) that are not among `known`."""
+    typed = typed[: typed.index("--")] if "--" in typed else typed
+    known = set(known)
+    return [word for word in typed if word.startswith("--") and word.split("=", 1)[0] not in known]
+
+
+def options_meant(typed: list[str], known: Iterable[str]) -> list[str]:
+    """The `known` options that the unknown ones in `typed` start or nearly spell (--budget: --budget-hours),
+    at most three."""
+    options = sorted(option for option in known if option.startswith("--"))
+    meant: list[str] = []
+    for word in (word.split("=", 1)[0] for word in typed if word.startswith("--")):
+        starting = [option for option in options if option.startswith(word)]
+        meant += starting or difflib.get_close_matches(word, options, n=1, cutoff=0.8)
+    return list(dict.fromkeys(meant))[:3]

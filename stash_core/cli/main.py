@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from stash_core import __version__, containment
-from stash_core.cli.args import add_db_argument, add_format_argument, db_path
+from stash_core.cli.args import add_db_argument, add_format_argument, db_path, options_meant, unknown_options
 from stash_core.cli.ingest_command import cmd_ingest
 from stash_core.errors import StashError, UsageError, first_line
 from stash_core.exits import refuse_undecodable, refuse_vanished_folder, run_command
@@ -71,6 +71,8 @@ class Parser(argparse.ArgumentParser):
 
     def __init__(self, *args, **kwargs) -> None:
         kwargs.setdefault("formatter_class", DefaultsFormatter)
+        # no abbreviated options: `recommend --budget 5` meant dollars to one user and ran as 5 hours
+        kwargs.setdefault("allow_abbrev", False)
         super().__init__(*args, **kwargs)
         # a value that starts like a negative number, with its unit (--latency -5ms), is the option's value
         # for its check to refuse, not an option of its own ("expected one argument"); no option of Stash's
@@ -81,6 +83,7 @@ class Parser(argparse.ArgumentParser):
         # argparse asks for the missing command before it looks at an unknown option in front of it
         # (`stash --bogus` said "the following arguments are required: command"): name the option
         given = sys.argv[1:] if args is None else list(args)
+        self._given = given  # for error(): the options typed that this parser does not know
         if self._command_choices() and given and given[0].startswith("-"):
             option = given[0].split("=", 1)[0]
             if not any(known.startswith(option) for known in self._option_string_actions):
@@ -119,16 +122,6 @@ class Parser(argparse.ArgumentParser):
     def _command_dests(self) -> set[str]:
         return {action.dest for action in self._actions if isinstance(action, argparse._SubParsersAction)}
 
-    def _get_option_tuples(self, option_string: str) -> list:
-        # two spellings of one option (--dataset-images, --dataset-samples) both start with --dataset:
-        # one option, not an ambiguous abbreviation
-        matches, actions = [], set()
-        for match in super()._get_option_tuples(option_string):
-            if id(match[0]) not in actions:
-                actions.add(id(match[0]))
-                matches.append(match)
-        return matches
-
     def _print_message(self, message: str, file=None) -> None:
         # argparse drops a failed write of the help (`stash --help > /dev/full` ended 0, nothing shown): the
         # failure is the command's (exits.run_command says it)
@@ -139,6 +132,9 @@ class Parser(argparse.ArgumentParser):
         # main() prints "stash: " before every error: name the subcommand only ("recommend: ...")
         command = self.prog.removeprefix("stash").strip()
         choices = self._command_choices()
+        typed = getattr(self, "_given", [])
+        if _REQUIRED.match(message) and (unknown := unknown_options(typed, self._option_string_actions)):
+            message = f"unrecognized arguments: {' '.join(unknown)}"  # --modle mistyped, not --model missing
         if choices and message.startswith("the following arguments are required"):
             # argparse names the missing command by its internal dest (instances_action): say what to type
             message = f"a command is required: one of {', '.join(choices)}"
@@ -149,6 +145,12 @@ class Parser(argparse.ArgumentParser):
             message = f"unknown command {typo.group(2)!r}{hint}: one of {', '.join(choices)}"
         if message.startswith("unrecognized arguments") and ("--json" in message or "--format" in message):
             message += f" ({self._json_hint()})"  # two spellings of one wish: say this command's
+        elif message.startswith("unrecognized arguments") and (
+            meant := options_meant(message.split(": ", 1)[-1].split(), self._option_string_actions)
+        ):
+            hint = f"did you mean {' or '.join(meant)}?"
+            # beside a hint already given (a script's own arguments go after --), in its parentheses
+            message = f"{message[:-1]}; {hint})" if message.endswith(")") else f"{message} ({hint})"
         raise UsageError(f"{command}: {message}" if command else message)
 
     def _json_hint(self) -> str:
@@ -160,6 +162,8 @@ class Parser(argparse.ArgumentParser):
             return "this command takes --format json"
         return "this command prints no JSON: `stash export --format json` or stash_core in Python give it"
 
+
+_REQUIRED = re.compile(r"the following arguments are required|one of the arguments .* is required")
 
 # results.file.RUN_STATUSES, said again: importing it costs every command some 50 ms of start-up
 STATUSES = ("completed", "failed", "interrupted")
@@ -292,7 +296,7 @@ def asks_for_json(argv: list[str]) -> bool:
     so that its failure is JSON too. A script's own arguments (after --) are not read."""
     given = argv[: argv.index("--")] if "--" in argv else argv
 
-    def spells(arg: str, option: str) -> bool:  # argparse takes an option's unambiguous start (--js)
+    def spells(arg: str, option: str) -> bool:  # a start (--js) is refused, and its refusal is JSON too
         name = arg.split("=", 1)[0]
         return len(name) > 2 and option.startswith(name)
 

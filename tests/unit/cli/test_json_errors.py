@@ -44,7 +44,7 @@ def test_a_refusal_of_a_table_stays_off_stdout(tmp_path, capsys):
         (["predict", "--format", "json"], True),
         (["recommend", "--format=json"], True),
         (["spot", "--json"], True),
-        (["spot", "--js"], True),  # argparse takes an option's unambiguous start
+        (["spot", "--js"], True),  # refused as a start of --json, in JSON
         (["predict", "--form", "json"], True),
         (["predict", "--form=json"], True),
         (["spot", "--"], False),

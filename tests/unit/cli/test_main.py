@@ -97,10 +97,20 @@ def test_a_mistyped_subcommand_is_said_as_typed_with_the_close_one(capsys) -> No
     assert "argument --format: invalid choice: 'xml'" in said
 
 
-def test_the_start_of_an_option_with_two_spellings_is_that_option_not_an_ambiguous_one(capsys) -> None:
-    """--dataset starts both spellings of one option (--dataset-images, --dataset-samples): it was refused as
-    "ambiguous option: --dataset could match --dataset-images, --dataset-samples"."""
-    recommend = ["recommend", "--model", "resnet50", "--batch-size", "64", "--epochs", "1", "--budget", "2"]
-    assert cli_main.parse_command([*recommend, "--dataset", "1000"]).dataset_images == 1000
-    status, said = _refusal([*recommend, "--dataset-images", "1", "--b", "3"], capsys)  # two options
-    assert status == 2 and "ambiguous option: --b could match --batch-size, --budget-hours" in said, said
+def test_an_abbreviated_option_is_refused_naming_the_options_it_starts(capsys) -> None:
+    """argparse took any unambiguous start of an option: `--budget 5` ran as --budget-hours 5 for a user who
+    meant dollars. A start is refused, naming what it starts, and a misspelling is named before a missing
+    option it may have meant."""
+    recommend = ["recommend", "--model", "resnet50", "--batch-size", "64", "--epochs", "1"]
+    recommend += ["--dataset-images", "9"]
+    status, said = _refusal([*recommend, "--budget", "2"], capsys)
+    assert status == 2 and said.strip() == (
+        "stash: recommend: unrecognized arguments: --budget 2 (did you mean --budget-hours?)"), said
+    status, said = _refusal(["predict", "--modle", "resnet50"], capsys)  # --model is required, and mistyped
+    assert status == 2 and said.strip() == (
+        "stash: predict: unrecognized arguments: --modle (did you mean --model?)"), said
+    status, said = _refusal(["runs", "--lim", "3"], capsys)
+    assert status == 2 and "unrecognized arguments: --lim 3 (did you mean --limit?)" in said, said
+    assert cli_main.parse_command([*recommend, "--budget-hours", "2"]).budget_hours == 2
+
+

@@ -47,7 +47,8 @@ def test_a_script_s_option_typed_before_the_separator_is_never_an_abbreviated_st
     result = stash_here(capsys, monkeypatch, *typed)
     assert result.returncode == 2
     assert one_line_error(result) == (
-        f"stash: {command}: unrecognized arguments: --batch 8 --iter 5 (a script's own arguments go after --)"
+        f"stash: {command}: unrecognized arguments: --batch 8 --iter 5 (a script's own arguments go after "
+        f"--; did you mean --batch-size{'s' if command == 'campaign' else ''} or --iterations?)"
     )
 
 
