@@ -19,6 +19,7 @@ from stash_core.api.options import (
     switch,
 )
 from stash_core.api.results import Schedule
+from stash_core.api.schedule_unused import refuse_unused
 from stash_core.errors import UsageError
 from stash_core.pathargs import db_named_by, path_argument, refuse_overwrite, required_path
 from stash_core.sched import defaults
@@ -49,11 +50,11 @@ def simulate_schedule(
     generator: str | None = None, arrivals: str | None = None, seed: int | None = None,
     mean_gap_s: float | None = None,
     cluster: tuple[int, int, int] | str = (2, 4, 8), policies: list[str] | str | None = None,
-    tuning: str | None = None, tune_fraction: float = defaults.TUNE_FRACTION, delay_s: float | None = None,
-    scale: float | None = None, checkpoint_s: float = defaults.CHECKPOINT_S,
-    min_run_s: float = defaults.MIN_RUN_S, max_preemptions: int = defaults.MAX_PREEMPTIONS,
-    las_limits_gpu_h: tuple[float, ...] | str = defaults.LAS_LIMITS_GPU_H,
-    starve_factor: float = defaults.STARVE_FACTOR, uplink_factor: float = defaults.UPLINK_FACTOR,
+    tuning: str | None = None, tune_fraction: float | None = None, delay_s: float | None = None,
+    scale: float | None = None, checkpoint_s: float | None = None,
+    min_run_s: float | None = None, max_preemptions: int | None = None,
+    las_limits_gpu_h: tuple[float, ...] | str | None = None,
+    starve_factor: float | None = None, uplink_factor: float | None = None,
     node_gbps: float | None = None, uplink_gbps: float | None = None, oversubscription: float | None = None,
     reference_gbps: float | None = None, out: Path | str | None = None,
     jobs_csv: Path | str | None = None, no_store: bool = False, max_jobs: int | None = None,
@@ -71,11 +72,16 @@ def simulate_schedule(
         cluster: (switches, nodes per switch, GPUs per node), or "2x4x8"; at most 4,096 GPUs a node and
             1,000,000 in all.
         policies: the policies to compare (default all: fifo, sjf, las, consolidate, delay, ...).
-        tuning: "split" (the default; tuned on the first `tune_fraction` of the jobs), "online" or "given"
-            (with `delay_s`, `scale`).
-        checkpoint_s, min_run_s, max_preemptions: preemption's save + restore time and its guards.
-        las_limits_gpu_h, starve_factor: las's queue limits (GPU-hours, increasing) and its promotion.
-        uplink_factor: without a link model, the network stall multiplier across switches.
+        tuning: "split" (the default; tuned on the first `tune_fraction` of the jobs, default 0.3), "online"
+            or "given" (with `delay_s`, `scale`).
+        checkpoint_s, min_run_s, max_preemptions: preemption's save + restore time and its guards (default
+            30 s, 600 s, 3).
+        las_limits_gpu_h, starve_factor: las's queue limits (GPU-hours, increasing; default (1, 10)) and its
+            promotion (default 10).
+        uplink_factor: without a link model, the network stall multiplier across switches (default 2).
+        An option that no simulation here would use is refused, not dropped (api/schedule_unused.py): one
+            that sets only policies not run, trace_format with synthetic_jobs, tune_fraction without split
+            tuning, mean_gap_s with batch arrivals, uplink_factor with node_gbps.
         node_gbps: node uplink bandwidth, Gbit/s: links shared max-min fairly (default: no link model), with
             `uplink_gbps` or `oversubscription` for the switches' uplinks; `reference_gbps` the bandwidth a
             trace's slowdowns hold for (default 10; the link model's, so with `node_gbps` only).
@@ -106,6 +112,15 @@ def simulate_schedule(
     choice("tuning", tuning, ("split", "online", "given"))
     if tuning != "given" and (delay_s is not None or scale is not None):
         raise UsageError("--delay-s and --scale set the timers: use them with --tuning given")
+    unused_if_given = {
+        "delay_s": delay_s, "scale": scale, "checkpoint_s": checkpoint_s, "min_run_s": min_run_s,
+        "max_preemptions": max_preemptions, "las_limits_gpu_h": las_limits_gpu_h,
+        "starve_factor": starve_factor, "tune_fraction": tune_fraction, "mean_gap_s": mean_gap_s,
+        "uplink_factor": uplink_factor, "node_gbps": node_gbps,
+    }  # fmt: skip
+    refuse_unused(unused_if_given, chosen, tuning=tuning, synthetic=synthetic_jobs is not None,
+                  trace_format=trace_format, arrivals=arrivals)  # fmt: skip
+    tune_fraction = defaults.TUNE_FRACTION if tune_fraction is None else tune_fraction
     fraction_rule = Number(0, 1, whole=False, low_open=True, high_open=True, what="a fraction from 0 to 1")
     fraction = required("tune_fraction", tune_fraction, fraction_rule)
     fabric = _fabric(node_gbps, uplink_gbps, oversubscription, reference_gbps, shape)
@@ -128,6 +143,14 @@ def simulate_schedule(
     delay_s, scale = checked("delay_s", delay_s, NON_NEGATIVE_YEAR), checked("scale", scale, NON_NEGATIVE)
     given = {"delay_s": defaults.DELAY_S if delay_s is None else delay_s,
              "scale": defaults.SCALE if scale is None else scale}  # fmt: skip
+    checkpoint_s, min_run_s, max_preemptions, las_limits_gpu_h, starve_factor, uplink_factor = (
+        defaults.CHECKPOINT_S if checkpoint_s is None else checkpoint_s,
+        defaults.MIN_RUN_S if min_run_s is None else min_run_s,
+        defaults.MAX_PREEMPTIONS if max_preemptions is None else max_preemptions,
+        defaults.LAS_LIMITS_GPU_H if las_limits_gpu_h is None else las_limits_gpu_h,
+        defaults.STARVE_FACTOR if starve_factor is None else starve_factor,
+        defaults.UPLINK_FACTOR if uplink_factor is None else uplink_factor,
+    )
     bases = [Policy(name, checkpoint_s=required("checkpoint_s", checkpoint_s, NON_NEGATIVE_YEAR),
                     min_run_s=required("min_run_s", min_run_s, NON_NEGATIVE_YEAR),
                     max_preemptions=int(required("max_preemptions", max_preemptions,

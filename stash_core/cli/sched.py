@@ -9,6 +9,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
+from stash_core.api.schedule_unused import USED_BY, as_flag, refuse_unused
 from stash_core.api.scheduling import chosen_policies, cluster_shape, las_limits_s
 from stash_core.cli.args import Number, add_db_argument, count, db_path, non_negative, positive_real, seed
 from stash_core.errors import UsageError
@@ -21,7 +22,7 @@ from stash_core.sched.assumptions import (
     sensitivity_line,
 )
 from stash_core.sched.detect import FORMATS
-from stash_core.sched.policy import DEFINITIONS, POLICIES, PREEMPTIVE
+from stash_core.sched.policy import DEFINITIONS, POLICIES
 from stash_core.terminal import printable
 
 # The simulator is imported inside the functions: building `stash --help` must not load pandas (the
@@ -190,13 +191,13 @@ def cmd_schedule(args: argparse.Namespace) -> int:
         raise UsageError(f"{shaping[0]} shapes a synthetic trace (--synthetic-jobs); it does not go with "
                          "--trace")  # fmt: skip
     _refuse_unused(args)
-    tune_fraction = defaults.TUNE_FRACTION if args.tune_fraction is None else args.tune_fraction
-    uplink_factor = defaults.UPLINK_FACTOR if args.uplink_factor is None else args.uplink_factor
     schedule = simulate_schedule(
         args.trace, synthetic_jobs=args.synthetic_jobs, trace_format=args.trace_format,
         generator=args.generator, arrivals=args.arrivals, seed=args.seed, mean_gap_s=args.mean_gap_s,
-        cluster=args.cluster, policies=args.policies, tuning=args.tuning, tune_fraction=tune_fraction,
-        delay_s=args.delay_s, scale=args.scale, **_policy_options(args), uplink_factor=uplink_factor,
+        cluster=args.cluster, policies=args.policies, tuning=args.tuning, tune_fraction=args.tune_fraction,
+        delay_s=args.delay_s, scale=args.scale, checkpoint_s=args.checkpoint_s, min_run_s=args.min_run_s,
+        max_preemptions=args.max_preemptions, las_limits_gpu_h=args.las_limits_gpu_h,
+        starve_factor=args.starve_factor, uplink_factor=args.uplink_factor,
         node_gbps=args.node_gbps,
         uplink_gbps=args.uplink_gbps, oversubscription=args.oversubscription,
         reference_gbps=args.reference_gbps, out=args.out, jobs_csv=args.jobs_csv, no_store=args.no_store,
@@ -211,48 +212,17 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     return 0
 
 
-# Options that set one policy's behaviour, and the policies that use them (policy.py)
-USED_BY = {
-    "--delay-s": ("delay",), "--scale": ("network-delay", "network-preempt"),
-    "--checkpoint-s": PREEMPTIVE, "--min-run-s": PREEMPTIVE, "--max-preemptions": PREEMPTIVE,
-    "--las-limits-gpu-h": ("las",), "--starve-factor": ("las",),
-}  # fmt: skip
-# The policy options' defaults where not given
-POLICY_DEFAULTS = {
-    "checkpoint_s": defaults.CHECKPOINT_S, "min_run_s": defaults.MIN_RUN_S,
-    "max_preemptions": defaults.MAX_PREEMPTIONS, "las_limits_gpu_h": defaults.LAS_LIMITS_GPU_H,
-    "starve_factor": defaults.STARVE_FACTOR,
-}  # fmt: skip
-
-
-def _policy_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The policy options as given, their defaults where not."""
-    given = {name: getattr(args, name) for name in POLICY_DEFAULTS}
-    return {name: given[name] if given[name] is not None else default
-            for name, default in POLICY_DEFAULTS.items()}  # fmt: skip
-
-
 def _refuse_unused(args: argparse.Namespace) -> None:
     """UsageError for an option the simulation would not use, as --delay-s without --tuning given is, or one
-    that only policies not run use (--starve-factor with --policies fifo,sjf)."""
-    policies = chosen_policies(args.policies, POLICIES)
-    for flag, users in USED_BY.items():
-        if getattr(args, flag[2:].replace("-", "_")) is not None and not set(users) & set(policies):
-            raise UsageError(f"{flag} sets {' and '.join(users)}, not run here (--policies "
-                             f"{','.join(policies)})")  # fmt: skip
-    if args.synthetic_jobs is not None and args.trace_format != "auto":
-        raise UsageError("--trace-format reads a --trace file; --synthetic-jobs makes its own jobs")
+    that only policies not run use (--starve-factor with --policies fifo,sjf): api/schedule_unused.py, in
+    the command's words."""
     timers_given = args.delay_s is not None or args.scale is not None
-    tuning = args.tuning or ("given" if timers_given else defaults.TUNING)
-    if args.tune_fraction is not None and tuning != "split":
-        raise UsageError(f"--tune-fraction is the share split tuning tunes on: --tuning {tuning} takes none")
-    if args.mean_gap_s is not None and args.arrivals == "batch":
-        raise UsageError("--mean-gap-s spaces the arrivals; --arrivals batch submits every job at 0")
-    if args.uplink_factor is not None and args.node_gbps is not None:
-        raise UsageError("--uplink-factor is the stall multiplier without a link model; --node-gbps models "
-                         "the links instead: give one of them")  # fmt: skip
-
-
+    given = {name: getattr(args, name) for name in (*USED_BY, "tune_fraction", "mean_gap_s", "uplink_factor",
+                                                     "node_gbps")}  # fmt: skip
+    refuse_unused(given, chosen_policies(args.policies, POLICIES),
+                  tuning=args.tuning or ("given" if timers_given else defaults.TUNING),
+                  synthetic=args.synthetic_jobs is not None, trace_format=args.trace_format,
+                  arrivals=args.arrivals, spelled=as_flag)  # fmt: skip
 
 
 # The comparison's columns after the policy: heading and narrowest width.

@@ -13,6 +13,7 @@ from typing import Any
 
 import pandas as pd
 
+from stash_core.api.schedule_unused import USED_BY
 from stash_core.api.scheduling import TraceTooLarge, simulate_schedule
 from stash_core.errors import UsageError
 from stash_core.sched import defaults as d
@@ -68,8 +69,14 @@ def simulate(
         reference_gbps=reference_gbps if node_gbps else None,
         out=None if out_dir is None else Path(out_dir), max_jobs=MAX_PAGE_JOBS, db=db_path,
     )  # fmt: skip
-    if tuning != "given":  # the page always sends its timers; they count only when given
+    # The page always sends every setting; the API refuses one no policy run here uses (or, for the uplink
+    # factor, the link model replaces): sent where they count
+    if tuning != "given":
         options.update(delay_s=None, scale=None)
+    options.update({name: None for name, users in USED_BY.items() if name in options
+                    and not set(users) & set(policies)})  # fmt: skip
+    if node_gbps:
+        options.update(uplink_factor=None)
     if files:
         if (size := sum(len(data) for _, data in files)) > MAX_PAGE_TRACE_BYTES:
             most = f"the page reads at most {MAX_PAGE_TRACE_BYTES // 2**20} MiB"

@@ -151,12 +151,18 @@ CASES = [
     ("schedule-max-jobs-zero", _schedule(max_jobs=0), "max_jobs"),
     ("schedule-seed-negative", _schedule(seed=-1), "seed"),
     ("schedule-seed-fraction", _schedule(seed=1.5), "seed: "),  # None is the default seed, as not given
-    ("schedule-checkpoint-none", _schedule(checkpoint_s=None), "checkpoint_s: a value is required"),
-    ("schedule-min-run-none", _schedule(min_run_s=None), "min_run_s: a value is required"),
-    ("schedule-starve-none", _schedule(starve_factor=None), "starve_factor: a value is required"),
-    ("schedule-preemptions-none", _schedule(max_preemptions=None), "max_preemptions: a value is required"),
-    ("schedule-uplink-factor-none", _schedule(uplink_factor=None), "uplink_factor: a value is required"),
-    ("schedule-tune-fraction-none", _schedule(tune_fraction=None), "tune_fraction: a value is required"),
+    # an option no simulation here uses was run as if not given, where `stash schedule` refuses it
+    ("schedule-starve-fifo", _schedule(policies="fifo", starve_factor=3),
+     "starve_factor sets las, not run here (policies fifo)"),
+    ("schedule-delay-fifo", _schedule(policies="fifo", delay_s=60), "delay_s sets delay, not run here"),
+    ("schedule-checkpoint-sjf", _schedule(policies="sjf", checkpoint_s=10), "checkpoint_s sets las and "
+     "network-preempt, not run here"),
+    ("schedule-format-synthetic", _schedule(trace_format="philly"), "trace_format reads a trace file; "
+     "synthetic_jobs makes its own jobs"),
+    ("schedule-fraction-online", _schedule(tuning="online", tune_fraction=0.5), "tune_fraction is the share"),
+    ("schedule-gap-batch", _schedule(arrivals="batch", mean_gap_s=5), "mean_gap_s spaces the arrivals"),
+    ("schedule-uplink-links", _schedule(node_gbps=10, uplink_factor=3),
+     "uplink_factor is the stall multiplier"),
     ("schedule-reference-no-links", _schedule(reference_gbps=10.0), "reference_gbps is the rate the link"),
     ("schedule-cluster-none", _schedule(cluster=None), "cluster"),
     ("schedule-cluster-number", _schedule(cluster=8), "cluster"),

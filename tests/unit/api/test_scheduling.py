@@ -132,3 +132,27 @@ def test_a_traces_jobs_left_out_are_said_in_its_name(tmp_path: Path) -> None:
     trace.write_text(json.dumps(log))
     schedule = stash.simulate_schedule(trace=trace, tuning="given", db=tmp_path / "r.duckdb", no_store=True)
     assert "(philly; 2 of its 3 jobs, 1 without GPUs or a run time left out)" in schedule.doc["trace"]
+
+
+def test_none_is_each_policy_options_default_as_not_given(tmp_path: Path) -> None:
+    """None stands for an option not given (the command's default), so that an option no policy run here uses
+    can be told apart from one given and refused."""
+    from stash_core.sched import defaults as d
+
+    common = {"synthetic_jobs": 12, "policies": "las,network-preempt", "tuning": "online", "no_store": True,
+              "out": tmp_path}  # fmt: skip
+    explicit = stash.simulate_schedule(
+        **common, checkpoint_s=d.CHECKPOINT_S, min_run_s=d.MIN_RUN_S, max_preemptions=d.MAX_PREEMPTIONS,
+        las_limits_gpu_h=d.LAS_LIMITS_GPU_H, starve_factor=d.STARVE_FACTOR, uplink_factor=d.UPLINK_FACTOR,
+    )  # fmt: skip
+    unset = stash.simulate_schedule(
+        **common, checkpoint_s=None, min_run_s=None, max_preemptions=None, las_limits_gpu_h=None,
+        starve_factor=None, uplink_factor=None,
+    )  # fmt: skip
+    settings = [p["settings"] for p in explicit.doc["policies"]]
+    assert [p["settings"] for p in unset.doc["policies"]] == settings
+    metrics = [p["metrics"] for p in explicit.doc["policies"]]
+    assert [p["metrics"] for p in unset.doc["policies"]] == metrics
+    split = {**common, "tuning": "split", "synthetic_jobs": 60}
+    assert stash.simulate_schedule(**split, tune_fraction=None).doc["policies"] == (
+        stash.simulate_schedule(**split, tune_fraction=d.TUNE_FRACTION).doc["policies"])
