@@ -191,6 +191,7 @@ def cmd_schedule(args: argparse.Namespace) -> int:
         raise UsageError(f"{shaping[0]} shapes a synthetic trace (--synthetic-jobs); it does not go with "
                          "--trace")  # fmt: skip
     _refuse_unused(args)
+    new = not database.exists()
     schedule = simulate_schedule(
         args.trace, synthetic_jobs=args.synthetic_jobs, trace_format=args.trace_format,
         generator=args.generator, arrivals=args.arrivals, seed=args.seed, mean_gap_s=args.mean_gap_s,
@@ -209,6 +210,8 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     print(printable(f"result: {schedule.result_file}" + ("" if args.no_store else f"; stored in {database}")))
     if args.jobs_csv:  # where the per-job CSV went, said as the result file is
         print(printable(f"per-job CSV: {Path(args.jobs_csv).resolve()}"))
+    if new and not args.no_store:  # a mistyped --db would otherwise go unnoticed
+        print(printable(f"note: {database} did not exist: it is a new database"))
     return 0
 
 

@@ -298,7 +298,8 @@ SIMULATIONS = RelationDoc(
         policy | | scheduling policy, one of `fifo`, `sjf`, `las`, `fifo-consolidate`, `consolidate`,
             `spread`, `delay`, `network-delay`, `network-preempt`
         created_at | UTC | when the simulation was run
-        trace | | the trace: a file name, or `synthetic(N jobs, seed S)`
+        trace | | the trace: its file and format, or `synthetic(N jobs, seed S, A arrivals)`
+            (`Philly-like(...)` from the Philly-like generator)
         trace_format | | format the trace was read in, one of `tiresias`, `philly`, `pai2020`, `helios`,
             `synthetic` (a generated trace)
         jobs | | jobs simulated
@@ -312,7 +313,8 @@ SIMULATIONS = RelationDoc(
         makespan_s | s | last finish minus first arrival
         avg_jct_s | s | average job completion time (finish minus arrival)
         p95_jct_s | s | 95th percentile of the job completion time
-        avg_queue_s | s | average queueing delay (first start minus arrival)
+        avg_queue_s | s | average queueing delay: the job's waits for GPUs, before its first start and after
+            each preemption
         comm_overhead_s | s | run time lost to spread placements and congestion, summed over jobs
         preemptions | | jobs preempted (each preemption counted)
         spread_jobs | | jobs that ran in a placement looser than their tightest

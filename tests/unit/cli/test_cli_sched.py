@@ -279,3 +279,15 @@ def test_the_result_file_goes_next_to_the_database_as_a_profiles_does(tmp_path, 
     err = capsys.readouterr().err
     assert status == 0 and "--out" not in err, err
     assert len(list((work / "results-files").glob("sim-*.json"))) == 1
+
+
+def test_a_new_database_is_said_once_and_not_for_a_no_store_run(tmp_path, capsys):
+    """A mistyped --db made a new database in a new folder without a word, where ingest and profile say so."""
+    db = tmp_path / "new" / "r.duckdb"
+    run = ["schedule", "--synthetic-jobs", "8", "--policies", "fifo", "--tuning", "online", "--db", str(db)]
+    assert main(run) == 0
+    assert capsys.readouterr().out.endswith(f"note: {db} did not exist: it is a new database\n")
+    assert main(run) == 0 and "new database" not in capsys.readouterr().out
+    other = tmp_path / "other.duckdb"
+    assert main([*run[:-1], str(other), "--no-store", "--out", str(tmp_path / "o")]) == 0
+    assert "new database" not in capsys.readouterr().out and not other.exists()
