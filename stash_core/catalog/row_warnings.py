@@ -58,6 +58,9 @@ def row_problems(row: dict[str, Any], given: set[str] | None = None) -> dict[str
     return said
 
 
+VENDOR_WORDS = {"nvidia", "tesla", "geforce", "quadro", "amd", "instinct"}
+
+
 def unknown_accelerator(row: dict[str, Any]) -> str | None:
     """Said of a GPU name the accelerator table lacks (with the names close to it): predictions leave the
     instance out. None for a known name."""
@@ -65,13 +68,21 @@ def unknown_accelerator(row: dict[str, Any]) -> str | None:
     if match_accelerator(gpu) is not None:
         return None
     # the names a user types are short (V100, H100): the table's full names are never close to them
-    spelled = {spelling.lower(): spelling for gpu_row in accelerator_table().values()
+    # compared without the vendor's words: "Tesla V10" is close to V100, not far from every "NVIDIA ..." name
+    spelled = {_without_vendor(spelling.lower()): (spelling, gpu_row.name)
+               for gpu_row in accelerator_table().values()
                for spelling in (gpu_row.name, *gpu_row.aliases, *gpu_row.skypilot_names)}  # fmt: skip
-    close = difflib.get_close_matches(gpu.lower(), sorted(spelled), n=3, cutoff=0.6)
-    meant = ", ".join(dict.fromkeys(spelled[spelling] for spelling in close))
+    close = difflib.get_close_matches(_without_vendor(gpu.lower()), sorted(spelled), n=6, cutoff=0.6)
+    by_gpu = {spelled[spelling][1]: spelled[spelling][0] for spelling in reversed(close)}  # the closest's
+    meant = ", ".join(list(dict.fromkeys(by_gpu[spelled[spelling][1]] for spelling in close))[:3])
     hint = f" (did you mean {meant}?)" if close else ""
     return (f"{gpu!r} is not in Stash's accelerator table{hint}: `stash predict` and `stash recommend` leave "
             f"{row['name']} out")  # fmt: skip
+
+
+def _without_vendor(name: str) -> str:
+    """A lower-case GPU name without NVIDIA's, AMD's and their brands' words (tesla v100 -> v100)."""
+    return " ".join(word for word in name.split() if word not in VENDOR_WORDS) or name
 
 
 def ambiguous_accelerator_note(row: dict[str, Any]) -> str | None:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import pandas as pd
+import pytest
 
 from stash_core.catalog import COLUMNS, apply_catalog_edits, list_instances
-from stash_core.catalog.row_warnings import row_problems, row_warnings
+from stash_core.catalog.accelerators import match_accelerator
+from stash_core.catalog.row_warnings import row_problems, row_warnings, unknown_accelerator
 
 BOX = {"name": "box", "accelerator": "NVIDIA T4 16 GB", "accelerator_count": 1, "interconnect": "none",
        "on_demand_usd_per_h": 1.0, "spot_usd_per_h": 0.3}  # fmt: skip
@@ -61,3 +63,17 @@ def test_a_price_above_any_instance_s_is_said():
                             "cloud instance costs: give it in USD per hour")  # fmt: skip
     assert row_problems({**BOX, "on_demand_usd_per_h": 98.32}) == {}
     assert row_problems({**BOX, "on_demand_usd_per_h": 5000.0}, {"vcpus"}) == {}  # said when it was written
+
+
+@pytest.mark.parametrize(
+    ("typed", "meant"),
+    [("Tesla V10", "did you mean V100"), ("NVIDIA A1000", "did you mean A100"), ("rtx 4080", "RTX4090")],
+)
+def test_an_unknown_gpu_is_compared_without_the_vendors_words(typed, meant):
+    """"Tesla V10" got no suggestion: every name beside the vendor's words was too far from "V100"; and one
+    GPU's spellings (RTX4090, RTX-4090) filled the suggestions of another."""
+    said = unknown_accelerator({"accelerator": typed, "name": "box"})
+    assert said is not None and meant in said, said
+    suggested = said.split("(did you mean ", 1)[1].split("?)", 1)[0].split(", ")
+    rows = {found.accelerator.name for name in suggested if (found := match_accelerator(name))}
+    assert len(rows) == len(suggested), said
