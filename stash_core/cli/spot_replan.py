@@ -174,10 +174,11 @@ def cmd_spot_replan(args: argparse.Namespace) -> int:
         clusters = f"{tried} cluster{'' if tried == 1 else 's'} tried"
         if result.search == "window":  # too many mixes to try all: a cheaper one may exist
             clusters += f"; {WINDOW_NOTE}"
+        # the cost is the whole cluster's from now on: the running instances are paid for too
         print(f"keep {len(running)} running, add {best.workers - len(running)}: {best.label()}  - "
               f"trains in {best.training_s:.0f} s of the {args.budget_s:.0f} s left (revocation overhead "
-              f"{args.revocation_s:.0f} s included), {usd_words(best.cost_usd)} more ({clusters})\n"
-              "predicted by the spotDNN model; not a measurement")  # fmt: skip
+              f"{args.revocation_s:.0f} s included), {usd_words(best.cost_usd)} from now for the whole "
+              f"cluster ({clusters})\npredicted by the spotDNN model; not a measurement")  # fmt: skip
     for note in notes if not args.json else []:
         print(f"note: {note}")
     if len(running) > upper and not args.json:

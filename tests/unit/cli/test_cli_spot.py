@@ -267,6 +267,8 @@ def test_replan_keeps_the_running_instances_and_the_loss_reached(tmp_path, capsy
     assert status == 0 and "keep 2 running" in text.out
     # the time it needs within the budget left (it was "N s left of 2000 s")
     assert f"trains in {answer['best']['training_s']:.0f} s of the 2000 s left" in text.out
+    # the whole cluster's cost from now on (it read "$X more": the same whether 2 or 0 still ran)
+    assert re.search(r"\$[\d.]+ from now for the whole cluster", text.out), text.out
 
 
 def test_replan_without_enough_time_left_exits_1(tmp_path, capsys):
