@@ -284,9 +284,14 @@ def _print_plan(plan: list, settings: Any) -> None:
 
     todo, stored = split_done(plan, settings)
     stored_keys = {item.key for item in stored}
+    from stash_core.campaign.shapes import shape_for
+
     for item in plan:
         mark = "stored" if item.key in stored_keys else "to run"
-        print(printable(f"  {mark:<7} {item.describe()}  [{item.instance}]"))
+        # of two --input-shape, the one of the model's kind (images or tokens): said, as it is chosen here
+        shape = shape_for(item.model, settings.input_shape) if item.script is None else None
+        shaped = f" input {','.join(str(size) for size in shape)}" if shape else ""
+        print(printable(f"  {mark:<7} {item.describe()}{shaped}  [{item.instance}]"))
     where = printable(str(settings.db_path))
     print(f"{len(plan)} configuration(s): {len(todo)} to run, {len(stored)} stored in {where}")
 

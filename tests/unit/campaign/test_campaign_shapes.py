@@ -47,6 +47,10 @@ def test_the_command_plans_both_kinds_and_refuses_one_shape_for_both(tmp_path, c
     common = ["campaign", "--models", "resnet10,bert_tiny", "--batch-sizes", "8", "--dry-run", "--db",
               str(tmp_path / "c.duckdb")]  # fmt: skip
     assert main([*common, "--input-shape", "3,32,32", "--input-shape", "64"]) == 0
-    assert "2 to run" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "2 to run" in out
+    # which of the two shapes each model gets (it printed only "resnet10 batch 8, 2 worker(s)")
+    assert "resnet10 batch 8, 2 worker(s) input 3,32,32  [" in out
+    assert "bert_tiny batch 8, 2 worker(s) input 64  [" in out
     assert main([*common, "--input-shape", "3,32,32"]) == 2
     assert "bert_tiny takes token ids" in capsys.readouterr().err
