@@ -25,6 +25,11 @@ class UserModelError(UsageError):
     caller can catch it without importing the zoo (and torch)."""
 
 
+class UserCodeLimitError(UserModelError):
+    """A user's code that ran past its time limit or called os._exit: the same code would do it again, so
+    nothing runs it a second time (a factory is built for real after failing on the meta device)."""
+
+
 class NewerThanStash(UsageError):
     """A database, result file or simulation written by a newer Stash than the running one: upgrade, or (a
     dashboard started before an update) restart."""

@@ -10,7 +10,7 @@ import psutil
 import torch
 from torch import nn
 
-from stash_core.errors import UsageError
+from stash_core.errors import UsageError, UserCodeLimitError
 from stash_core.spec_parse import parse_input_shape
 from stash_core.zoo.compiler_guards import compiler_unimported
 from stash_core.zoo.contained import contained
@@ -133,6 +133,8 @@ def _described(ref: str, num_classes: int | None, input_shape: tuple[int, ...] |
     try:
         with torch.device("meta"), compiler_unimported() if in_zoo else contextlib.nullcontext():
             return build_model(ref, num_classes, input_shape)[1]
+    except UserCodeLimitError:
+        raise  # past its time limit, or exiting: a real build would do the same
     except UsageError:
         if in_zoo:  # zoo models are meta-safe: the error is the user's
             raise

@@ -16,7 +16,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from stash_core.errors import UsageError, UserModelError  # noqa: F401 - UserModelError is named here too
+from stash_core.errors import UsageError, UserCodeLimitError, UserModelError  # noqa: F401 - named here too
 
 USER_CODE_LIMIT_S = 120.0  # importing a model file and building the model: seconds, even for large models
 LIMIT_VAR = "STASH_USER_CODE_LIMIT_S"
@@ -76,10 +76,10 @@ def limited_user_code(what: str) -> Iterator[None]:
         yield
     except UserCodeTimeout:
         message = f"{what} did not finish within {limit_s:g} s (time limit; {LIMIT_VAR})"
-        raise UserModelError(message) from None
+        raise UserCodeLimitError(message) from None
     except UserCodeExit as exit_code:
         message = f"{what} called os._exit({exit_code.args[0]!r:.20}); a model file must not exit"
-        raise UserModelError(message) from None
+        raise UserCodeLimitError(message) from None
     finally:
         os._exit = real_exit
         if on_main:

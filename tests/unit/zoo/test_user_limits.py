@@ -62,3 +62,22 @@ def test_a_base_exception_of_the_models_own_is_its_error_in_this_process_too(tmp
     (tmp_path / "k.py").write_text("def make():\n    raise KeyboardInterrupt\n")
     with pytest.raises(KeyboardInterrupt):  # Ctrl-C is not the model's error: it stops the caller
         call_user_factory(f"{tmp_path}/k.py:make", None, 10)
+
+
+def test_a_factory_past_its_limit_is_not_built_a_second_time(tmp_path, monkeypatch):
+    """A factory past its time limit on the meta device was built again for real (as one that needs real
+    tensors is), so a hanging one held the page or command for twice the limit its message stated."""
+    from stash_core.zoo.build import describe_model
+
+    calls = tmp_path / "calls.txt"
+    (tmp_path / "m.py").write_text(
+        "import time\n"
+        "def make():\n"
+        f"    with open({str(calls)!r}, 'a') as f:\n"
+        "        f.write('call\\n')\n"
+        "    time.sleep(30)\n"
+    )
+    monkeypatch.setenv("STASH_USER_CODE_LIMIT_S", "0.3")
+    with pytest.raises(UserModelError, match="did not finish within 0.3 s"):
+        describe_model(f"{tmp_path / 'm.py'}:make")
+    assert calls.read_text().splitlines() == ["call"]
