@@ -190,7 +190,7 @@ def run_detail(run: dict | None) -> None:
         else None,
         delta_color="off",
         delta_arrow="off",
-        help="per iteration × iterations per epoch, its interval likewise",
+        help="per iteration × iterations per epoch (the profiled loop's full batches), its interval likewise",
     )
     faulty = [
         STALL_LABELS.get(s.get("stall"), s.get("stall")) for s in run.get("stalls", []) if stall_fault(s)

@@ -89,10 +89,9 @@ def request_form() -> RecommendRequest | bool | None:
             persist_state="session",
         )  # fmt: skip
         WORDS["dataset_images: "] = f"{defaults.samples_label}: "  # the field as this model labels it
-        kind = defaults.kind
         memory_format = work[2].selectbox(
             "Memory format", ("nchw", "channels_last"), key="rec-memory-format", persist_state="session",
-            disabled=kind == "tokens",
+            disabled=(kind := defaults.kind) == "tokens",
             help="image models: channels_last runs tensor-core convolutions without layout conversions",
         )  # fmt: skip
         habits = st.columns(3)
@@ -196,11 +195,12 @@ def recommended_box(result: Recommendation) -> None:
         measured = best["source"] == "measured" and relative_spread(best)
         said = f"±{error:.0%} expected error" if error is not None else measured and f"±{measured:.1%} (95%)"
         spread = {"delta": said, "delta_color": "off", "delta_arrow": "off"} if said else {}
-        cols[0].metric("Training time", duration_words(best["training_h"] * 3600, within_s), **spread)
+        steps = best.get("iterations_per_epoch")  # PyTorch's defaults; a profile's epoch: its full batches
+        cols[0].metric("Training time", duration_words(best["training_h"] * 3600, within_s), **spread,
+                       help=steps and f"{int(steps):,} steps an epoch: every sample, the last batch partial")
         cols[1].metric("Cost", usd_text(best["training_usd"]), **spread)
         cols[2].metric("Price", f"{usd_text(best['usd_per_h'])}/h")
-        iteration_s = best.get("iteration_s")
-        shown = "—" if iteration_s is None or pd.isna(iteration_s) else f"{iteration_s * 1e3:,.1f} ms"
+        shown = "—" if pd.isna(iteration_s := best.get("iteration_s")) else f"{iteration_s * 1e3:,.1f} ms"
         cols[3].metric("Iteration time", shown, help=marked)
         unknown = [STALL_LABELS[stall] for stall in views.recommend.stalls_not_predicted(best)]
         left_out = f" Not predicted, so not in the time: {' and '.join(unknown)}." if unknown else ""

@@ -343,7 +343,9 @@ def compare_verdict(frame: pd.DataFrame) -> dict[str, Any]:
 SIDE_BY_SIDE = {
     "Configuration": {"width": 110}, "Source": {"width": 90}, "Runs": {"width": 46},
     "Iteration": {"width": 68, "help": "Time per iteration; a measured row's ± is its 95% interval"},
-    "Epoch": {"width": 68}, "Samples/s": {"width": 74}, "Per GPU": {"width": 66},
+    "Epoch": {"width": 68, "help": "Time per epoch: the profiled loop's full batches (the last partial one "
+              "dropped); Recommend counts every sample"},
+    "Samples/s": {"width": 74}, "Per GPU": {"width": 66},
     "USD/h": {"width": 58, "help": "On-demand price per hour"},
     "USD/epoch": {"width": 78, "help": "On-demand cost of an epoch"},
     "USD/1M samples": {"width": 64, "label": "USD/1M", "help": "On-demand cost of a million samples"},

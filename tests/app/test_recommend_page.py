@@ -101,6 +101,9 @@ def test_recommendation_with_pareto_chart_and_explanation(populated, monkeypatch
     deltas = {card.label: card.delta for card in app.metric if card.label in ("Training time", "Cost")}
     assert len(deltas) == 2 and all(str(delta).startswith("±") and str(delta).endswith("% (95%)")
                                     for delta in deltas.values()), deltas  # fmt: skip
+    # its epoch as PyTorch's defaults count it, which Breakdown's (the profiled loop's full batches) is not
+    training = next(card for card in app.metric if card.label == "Training time")
+    assert "steps an epoch: every sample, the last batch partial" in training.proto.help, training.proto.help
     assert "on-demand prices, within 24 h" in text  # the job line states the budget, as the command line does
     ranked = next(frame.value for frame in app.dataframe if "config" in frame.value.columns)
     assert ranked.iloc[0]["config"] == "1 x p3.16xlarge"
