@@ -30,6 +30,7 @@ from stash_core.sched.detect import FORMATS
 from stash_core.sched.fabric import MAX_GBPS, MIN_GBPS
 from stash_core.sched.generate import ARRIVALS
 from stash_core.sched.policy import DEFINITIONS, POLICIES
+from stash_core.terminal import printable
 from stash_core.views import schedule as view
 from stash_core.views.common import in_page_words, plain, sentence
 
@@ -266,7 +267,8 @@ with page_guard(WORDS):
         labels = view.simulation_labels(past)
         picked = st.selectbox(
             "Show a past simulation", ids, index=None, placeholder="choose a simulation", key="sched-pick",
-            persist_state="session", format_func=lambda sim: plain(labels.get(sim, sim))
+            # an option is plain text, not Markdown: printable only (plain's escapes showed as "01\:44")
+            persist_state="session", format_func=lambda sim: printable(labels.get(sim, sim))
         )
         if picked:
             show(view.stored_document(past, picked), "past")

@@ -3,6 +3,7 @@ command's defaults, an upload read as the format its columns say, and bad input 
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -54,6 +55,9 @@ def test_a_synthetic_simulation_is_stored_and_compared(tmp_path, monkeypatch):
     assert said in captions and "Network sensitivity (slowdown when spread) of the jobs" in captions
     # how much the trace asks of the cluster, and that one trace's order is not a ranking
     assert plain("Offered load: the jobs ask") in captions and "One simulated trace: policies" in captions
+    # the past simulation's picker shows its time as typed: an option is not Markdown ("01\\:44" was shown)
+    option = app.selectbox(key="sched-pick").options[0]
+    assert "\\" not in option and re.search(r"\d\d:\d\d:\d\d UTC", option), option
 
 
 def test_bad_input_shows_a_message(tmp_path, monkeypatch):
