@@ -207,3 +207,16 @@ def test_timers_tuned_on_too_few_jobs_are_said_in_the_pages_words(tmp_path, monk
     assert "too few to tune on" in how and "--tuning" in how  # the command's words ...
     said = in_page_words(how, page.WORDS)
     assert "--tuning" not in said and "choose timers online or given, or more jobs" in said  # ... the page's
+
+
+def test_a_database_that_cannot_be_opened_is_said_once_before_anything_runs(tmp_path, monkeypatch) -> None:
+    """A corrupt database let the simulation run, then said its error twice (the form's and the past
+    simulations')."""
+    db = tmp_path / "garbage.duckdb"
+    db.write_bytes(b"this is not a database at all")
+    app = _page(db, monkeypatch)
+    assert not app.exception
+    assert [error.value for error in app.error if "corrupt or not a DuckDB database" in error.value] == [
+        error.value for error in app.error
+    ] and len(app.error) == 1, app.error
+    assert not [button for button in app.button if button.label == "Simulate"]

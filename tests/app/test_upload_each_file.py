@@ -187,3 +187,15 @@ def test_files_dropped_stay_checked_after_a_visit_to_another_page_until_removed_
     app.file_uploader[0].set_value([]).run()
     _leave_and_return(app)
     assert not any("Still checked" in c.value for c in app.caption)
+
+
+def test_a_database_that_cannot_be_opened_is_said_before_any_file_is_dropped(tmp_path, monkeypatch):
+    """Every other page said "cannot open database ... corrupt"; Upload offered its uploader as if the file
+    were fine, and said so only once files were dropped."""
+    db = tmp_path / "garbage.duckdb"
+    db.write_bytes(b"this is not a database at all")
+    monkeypatch.setenv("STASH_DB", str(db))
+    app = _open_upload()
+    assert not app.exception
+    assert any("is corrupt or not a DuckDB database" in error.value for error in app.error), app.error
+    assert not app.get("file_uploader") and db.read_bytes() == b"this is not a database at all"
