@@ -30,7 +30,6 @@ from stash_core.sched.detect import FORMATS
 from stash_core.sched.fabric import MAX_GBPS, MIN_GBPS
 from stash_core.sched.generate import ARRIVALS
 from stash_core.sched.policy import DEFINITIONS, POLICIES
-from stash_core.store.connection import check_database_path
 from stash_core.terminal import printable
 from stash_core.views import schedule as view
 from stash_core.views.common import in_page_words, plain, sentence
@@ -248,7 +247,7 @@ WORDS = {
 
 with page_guard(WORDS):
     page_header("Schedule", "Network-sensitive GPU cluster scheduling, simulated policy by policy")
-    check_database_path(current_db())  # one that cannot be opened: said once, before a simulation is run
+    views.common.check_database(current_db())  # one that cannot be opened: said once, before a simulation
     form()
     if "schedule_doc" in st.session_state:
         show(st.session_state["schedule_doc"], "new")

@@ -17,7 +17,6 @@ from pages._shared import (
 )
 from pages._stalls import breakdown_chart
 from stash_core import views
-from stash_core.store.connection import check_database_path
 from stash_core.views.common import in_page_words, plain
 
 LOG = logging.getLogger(__name__)
@@ -85,7 +84,7 @@ def main() -> None:
         "runs together with phases, stalls, iterations and telemetry). Every file is checked first; a file "
         "that is refused changes nothing."
     )
-    check_database_path(current_db())  # one that cannot be opened is said now, as every page says it
+    views.common.check_database(current_db())  # one that cannot be opened is said now, as every page says it
     done = st.session_state.pop("upload-stored", None)
     if done:
         st.success(done, icon=":material/database:")

@@ -105,6 +105,14 @@ def uncreatable_because(path: Path) -> str | None:
     return None
 
 
+def check_database(path: Path | str) -> None:
+    """UsageError for a database path that cannot be one (corrupt, not DuckDB, a folder, not writable): a
+    page that would write it says so before anything is run or dropped."""
+    from stash_core.store.connection import check_database_path
+
+    check_database_path(path)
+
+
 def new_database_words(path: Path, made_by: str = "the first run") -> str:
     """How a database that does not exist yet is said where the first write (`made_by`) will make it: its
     full path, and the folders that write makes too (a mistyped folder is seen before anything is stored)."""
