@@ -35,7 +35,7 @@ def filter_option_lists(con: Any, no_instance: str) -> tuple[Any, ...]:
     return con.execute(
         "SELECT list_sort(list(DISTINCT model) FILTER (WHERE model IS NOT NULL)), "
         "list_sort(list(DISTINCT batch_size) FILTER (WHERE batch_size IS NOT NULL)), "
-        "list_sort(list(DISTINCT coalesce(instance, ?))), "
+        "list_sort(list(DISTINCT coalesce(nullif(trim(instance), ''), ?))), "
         "list_sort(list(DISTINCT workers_per_node) FILTER (WHERE workers_per_node IS NOT NULL)), "
         "list_sort(list(DISTINCT nodes) FILTER (WHERE nodes IS NOT NULL)), "
         "list_sort(list(DISTINCT status) FILTER (WHERE status IS NOT NULL)), "
@@ -57,7 +57,7 @@ def run_filter_sql(run_filter: Any, no_instance: str) -> tuple[str, list[Any]]:
 
     pick("model", run_filter.models, "VARCHAR")
     pick("batch_size", [int(v) for v in run_filter.batch_sizes], "INTEGER")
-    pick(f"coalesce(instance, '{no_instance}')", run_filter.instances, "VARCHAR")
+    pick(f"coalesce(nullif(trim(instance), ''), '{no_instance}')", run_filter.instances, "VARCHAR")
     pick("workers_per_node", [int(v) for v in run_filter.workers], "INTEGER")
     pick("nodes", [int(v) for v in run_filter.nodes], "INTEGER")
     pick("status", run_filter.statuses, "VARCHAR")
@@ -168,7 +168,8 @@ def recent_runs(con: Any, no_instance: str, limit: int) -> pd.DataFrame:
     return relation_frame(
         con.sql(
             "SELECT run_id, started_at, status, model, batch_size, workers_per_node, nodes, "
-            "coalesce(instance, ?) AS instance, device, iteration_s, iteration_ci95_s, epoch_s, error "
+            "coalesce(nullif(trim(instance), ''), ?) AS instance, device, iteration_s, iteration_ci95_s, "
+            "epoch_s, error "
             "FROM runs "
             "ORDER BY started_at DESC NULLS LAST, run_id DESC LIMIT ?",
             params=[no_instance, int(limit)],

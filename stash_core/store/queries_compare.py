@@ -82,7 +82,8 @@ def job_choices(db_path: Path | str, job_columns: Sequence[str], no_instance: st
     columns = ", ".join(job_columns)
     sql = (
         f"{_JOB_RUNS} SELECT {columns}, count(*) AS runs, "
-        "count(DISTINCT coalesce(instance, ?)) AS configurations, max(started_at) AS last_run, "
+        "count(DISTINCT coalesce(nullif(trim(instance), ''), ?)) AS configurations, "
+        "max(started_at) AS last_run, "
         "count(*) OVER () AS jobs_stored FROM job_runs "
         f"GROUP BY ALL ORDER BY configurations DESC, runs DESC, last_run DESC NULLS LAST, {columns} LIMIT ?"
     )

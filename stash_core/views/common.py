@@ -105,6 +105,11 @@ def uncreatable_because(path: Path) -> str | None:
     return None
 
 
+def instance_labels(labels: pd.Series) -> pd.Series:
+    """Runs' instance labels as pages show them: NO_INSTANCE for none, also for a result file's blank one."""
+    return labels.mask(labels.fillna("").astype(str).str.strip() == "", NO_INSTANCE)
+
+
 def check_database(path: Path | str) -> None:
     """UsageError for a database path that cannot be one (corrupt, not DuckDB, a folder, not writable): a
     page that would write it says so before anything is run or dropped."""

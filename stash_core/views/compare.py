@@ -35,7 +35,7 @@ from stash_core.decide.predict.refusals import refusal_json
 from stash_core.errors import UsageError
 from stash_core.results.file import STALL_NAMES
 from stash_core.store import queries_compare
-from stash_core.views.common import NO_INSTANCE, STALL_LABELS
+from stash_core.views.common import NO_INSTANCE, STALL_LABELS, instance_labels
 from stash_core.views.compare_spread import relative_spread, told_apart
 from stash_core.views.run_means import mean_ci95_of, mean_of
 from stash_core.views.stall_frames import stall_long_frame
@@ -225,7 +225,7 @@ def _same(cell: Any, value: Any) -> bool:
 def _rows(runs: pd.DataFrame, catalog: dict[str, dict[str, Any]]) -> pd.DataFrame:
     """The runs of one job averaged per (instance, label fits), with the catalog's shape and prices for the
     rows whose label fits."""
-    runs = runs.assign(instance=runs["instance"].fillna(NO_INSTANCE))
+    runs = runs.assign(instance=instance_labels(runs["instance"]))
     rows = []
     for (instance, label_ok), group in runs.groupby(["instance", "label_ok"], sort=False):
         group = group.sort_values("started_at")

@@ -296,3 +296,15 @@ def test_the_verdict_says_when_two_throughputs_are_within_their_intervals() -> N
     verdict = views.compare.compare_verdict(tight)
     assert verdict["runner_up_apart"] is True and verdict["slowest_apart"] is True
     assert views.compare.compare_verdict(frame)["slowest_apart"] is None  # d's interval is unknown
+
+
+def test_a_blank_instance_label_is_no_label_as_a_missing_one_is(tmp_path: Path) -> None:
+    """A result file whose label is "" was compared as " · 2w", where Upload and Breakdown say (no label)."""
+    db = tmp_path / "results.duckdb"
+    for label in ("", " "):
+        doc = run(label, SYNTHETIC_64, ON_DEVICE)
+        doc["fingerprint"]["instance"] = None
+        store.ingest_result(db, doc)
+    frame = views.compare.compare_configurations(db, "resnet18", 32)
+    assert list(frame["configuration"]) == [f"{views.common.NO_INSTANCE} · 2w"], list(frame["configuration"])
+    assert set(views.overview.overview(db)["recent"]["instance"]) == {views.common.NO_INSTANCE}
