@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -57,13 +58,17 @@ database_path = PathArg(INPUT, file=True)
 DEFAULT_DB_NAME = "results.duckdb"
 
 
+_URL_RE = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 # What a file system takes (Linux): a name of at most 255 bytes, a path of at most 4096.
 MAX_NAME_BYTES, MAX_PATH_BYTES = 255, 4096
 
 
 def expand_home(text: str) -> Path:
     """`text` as a Path with `~` or `~user` expanded; UsageError (one line) for a `~user` of no user and for a
-    path the file system cannot hold (a name over 255 bytes, a path over 4096), before anything opens it."""
+    path the file system cannot hold (a name over 255 bytes, a path over 4096), before anything opens it.
+    A URL (s3://bucket/x, http://...) is refused: as a path it named a local folder "s3:"."""
+    if _URL_RE.match(text):
+        raise UsageError(f"{text[:80]!r} is a URL: Stash reads and writes local files only; give a path")
     try:
         path = Path(text).expanduser()
     except RuntimeError:  # ~user of no user, or ~ without a home

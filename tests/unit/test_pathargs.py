@@ -167,6 +167,30 @@ def test_a_path_with_control_characters_is_refused(capsys) -> None:
     assert status == 2 and "control characters" in err and "\x1b" not in err
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [["runs", "--db", "http://example.com/x.duckdb"], ["profile", "--model", "resnet10", "--batch-size", "8",
+                                                       "--dataset", "s3://bucket/images"]],
+)
+def test_a_url_given_as_a_path_is_refused_not_made_a_local_folder(argv, tmp_path, capsys, monkeypatch):
+    """`--db s3://bucket/x.duckdb` named a local folder "s3:" that the first write would have made."""
+    monkeypatch.chdir(tmp_path)
+    status, err = _refusal(argv, capsys)
+    assert status == 2 and "is a URL: Stash reads and writes local files only; give a path" in err, err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_url_is_refused_by_the_api_and_the_dashboards_setting() -> None:
+    import stash_core
+    from stash_core.errors import UsageError
+    from stash_core.views.common import resolve_db_path
+
+    calls = (lambda: stash_core.runs(db="s3://bucket/x.duckdb"), lambda: resolve_db_path("gs://b/x.duckdb"))
+    for call in calls:
+        with pytest.raises(UsageError, match="is a URL: Stash reads and writes local files only"):
+            call()
+
+
 def _readers_of_path_variables():
     """(variable, what reads it, the path it gives for a value of `~/chosen`, home being HOME)."""
     from stash_core.campaign.skypilot_task import check_cache_dir
