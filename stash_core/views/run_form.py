@@ -28,7 +28,7 @@ from stash_core.zoo_names import ZOO_NAMES, close_zoo_names, refuse_other_input
 # that the form cannot get wrong keep the command's own message.
 FIELD_MESSAGES = {
     "model": "Model: choose a zoo model or give FILE.py:FACTORY",
-    "batch_size": "Batch size must be a whole number of at least 1",
+    "batch_size": "Batch size (per worker) must be a whole number of at least 1",
     "workers_per_node": "Workers per machine must be a whole number of at least 1",
     "nodes": "Machines (nodes) must be a whole number of at least 1",
     "nodes/machines": "Machines (nodes) > 1 needs remote hosts or the emulated cluster",
@@ -40,7 +40,7 @@ FIELD_MESSAGES = {
     "loader_workers": "Loader processes per worker must be a whole number of at least 0",
     "dataset/missing": "Data set: no folder {value}",
     "num_classes": "Classes must be a whole number of at least 1",
-    "iterations": "Iterations: 'auto' or a whole number of at least 2",
+    "iterations": "Iterations per phase: 'auto' or a whole number of at least 2",
     "max_phase_s": "Time limit per phase must be positive",
     "instance/characters": "Instance label: letters, digits and . _ - @ + only, not starting with -",
     "hosts": "Remote hosts: {quoted} is not a host name (user@host[:port])",
@@ -54,8 +54,9 @@ FIELD_MESSAGES = {
 
 # The form's names of the fields a limit refuses (the command names its flag: --batch-size)
 FIELD_LABELS = {
-    "batch_size": "Batch size", "workers_per_node": "Workers", "nodes": "Nodes",
-    "synthetic_images": "Synthetic images", "num_classes": "Classes", "iterations": "Iterations",
+    "batch_size": "Batch size (per worker)", "workers_per_node": "Workers per machine",
+    "nodes": "Machines (nodes)", "synthetic_images": "Number of images", "num_classes": "Classes",
+    "iterations": "Iterations per phase",
     "max_phase_s": "Time limit per phase (s)", "target_relative_ci": "Target interval (± %)",
     "image_px": "Image side (px)", "loader_workers": "Loader processes per worker",
 }  # fmt: skip

@@ -94,13 +94,16 @@ def test_a_stall_the_setup_cannot_measure_is_refused_in_the_form(empty_db, start
 @pytest.mark.parametrize(
     ("key", "value", "said"),
     [
-        ("run-batch", 0, "Batch size must be a whole number of at least 1"),
-        ("run-batch", -4, "Batch size must be a whole number of at least 1"),
+        ("run-batch", 0, "Batch size (per worker) must be a whole number of at least 1"),
+        ("run-batch", -4, "Batch size (per worker) must be a whole number of at least 1"),
         ("run-maxs", 0, "Time limit per phase must be positive"),
         ("run-images", 0, "Number of images must be a whole number of at least 1"),
         ("run-image-px", 4, "Image side (px) must be a whole number from 8 to 8192"),
         ("run-loader", -1, "Loader processes per worker must be a whole number of at least 0"),
-        ("run-workers", 100_000, "Workers: must be at most 1,024"),  # the field, not the flag --workers
+        # too large: each field by its label (it was "Workers", "Synthetic images"), not by the flag --workers
+        ("run-workers", 100_000, "Workers per machine: must be at most 1,024"),
+        ("run-images", 10**9, "Number of images: must be at most 100,000,000"),
+        ("run-batch", 10**9, "Batch size (per worker): must be at most"),
     ],
 )
 def test_a_number_out_of_range_is_refused_not_replaced(empty_db, started, key, value, said):
@@ -281,7 +284,7 @@ def test_a_form_refused_under_a_failed_jobs_view_is_said_alone(empty_db, monkeyp
     app.number_input(key="run-batch").set_value(0)
     _start(app)
     errors = [shown(box.value) for box in app.error]
-    assert errors == ["Batch size must be a whole number of at least 1"], errors
+    assert errors == ["Batch size (per worker) must be a whole number of at least 1"], errors
     assert not app.query_params.get("job") and started == []
 
 

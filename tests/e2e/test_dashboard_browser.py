@@ -288,7 +288,7 @@ def test_a_number_typed_on_the_run_page_is_taken_as_typed_in_a_real_browser(
     settle(tab, "Run a profile")
     try:
         for label, typed, said in [
-            ("Batch size (per worker)", "2.5", "Batch size must be a whole number"),
+            ("Batch size (per worker)", "2.5", "Batch size (per worker) must be a whole number"),
             ("Time limit per phase (s)", "1e12", "Time limit per phase (s): must be at most"),
         ]:
             field = tab.get_by_label(label, exact=True)

@@ -107,7 +107,7 @@ def test_the_forms_numbers_are_bounded_by_the_spec() -> None:
     [
         ({"workers": 0}, "Workers per machine must be a whole number of at least 1"),
         ({"nodes": 0}, r"Machines \(nodes\) must be a whole number of at least 1"),
-        ({"batch_size": "32"}, "Batch size must be a whole number of at least 1"),
+        ({"batch_size": "32"}, r"Batch size \(per worker\) must be a whole number of at least 1"),
         ({"stalls": ["compute", "gpu"]}, "Stalls: unknown gpu"),
         ({"stalls": []}, "Stalls: pick at least one stall to measure"),
         ({"synthetic_images": 0}, "Number of images must be a whole number of at least 1"),
@@ -124,8 +124,9 @@ def test_the_forms_numbers_are_bounded_by_the_spec() -> None:
         ({"max_phase_s": 0.0}, "Time limit per phase must be positive"),
         # beyond a limit: the limit, under the field's name ("must be positive" and "--batch-size" before)
         ({"max_phase_s": 700000.0}, "Time limit per phase \\(s\\): must be at most 604,800"),
-        ({"iterations": "20000000"}, "Iterations: must be 'auto' or an integer >= 2 \\(at most 10,000,000"),
-        ({"batch_size": 2000000}, "Batch size: must be at most 1,048,576"),
+        ({"iterations": "20000000"},
+         "Iterations per phase: must be 'auto' or an integer >= 2 \\(at most 10,000,000"),
+        ({"batch_size": 2000000}, r"Batch size \(per worker\): must be at most 1,048,576"),
         ({"model": "net.py:not-a-name"}, "Model: no file"),
         ({"where": "moon"}, "unknown place to run 'moon'"),
         ({"where": "cluster", "nodes": 1}, r"The emulated cluster needs Machines \(nodes\) 2 or more"),
