@@ -282,7 +282,7 @@ def job_view(state: JobState) -> None:
             lines = "\n".join(f"- {plain(in_page_words(str(line), RUN_PAGE_WORDS))}" for line in warned)
             st.warning(f"{len(warned)} warning(s):\n{lines}", icon=":material/report:")
             if elsewhere := views.run_form.options_not_on_the_page([str(line) for line in warned]):
-                st.caption(plain(elsewhere))
+                st.caption(elsewhere)  # the page's own words (flags and a command in backticks), no file's
         run_link(state.run_id)
         return
     cancelled = state.status == "cancelled"  # a user's cancel is no failure

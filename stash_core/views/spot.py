@@ -27,6 +27,7 @@ from stash_core.spot.inputs import (
 )
 from stash_core.spot.planner import searched_workers
 from stash_core.spot.simulate import PlanRisk, simulate, simulation_notes
+from stash_core.userfiles import parse_json
 
 EXAMPLE_NAME = "spotDNN paper workload (public figures)"
 GBPS = 1e9 / 8  # bytes per second in one Gbit/s
@@ -225,12 +226,7 @@ def _parse(text: str) -> dict[str, Any]:
     size = len(text.encode("utf-8", "surrogatepass"))
     if size > MAX_WORKLOAD_BYTES:  # said here: the planner reads a temporary file, not named by the user
         raise UsageError(f"the workload is {size:,} bytes; at most {MAX_WORKLOAD_BYTES:,} are read")
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise UsageError(f"the workload is not valid JSON (line {exc.lineno}: {exc.msg})") from None
-    except (ValueError, RecursionError) as exc:  # numbers too long, nesting too deep
-        raise UsageError(f"the workload cannot be read: {exc}") from None
+    doc = parse_json(text, "the workload")  # the file's checks: nesting, numbers too long (in our words)
     if not isinstance(doc, dict):
         raise UsageError("the workload must be a JSON object with the fields of a workload file")
     return doc

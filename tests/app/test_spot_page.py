@@ -200,6 +200,9 @@ def test_candidates_outside_the_loss_model_are_said_in_words(tmp_path, monkeypat
         (json.dumps({**view.example_workload(), "g": [1, 2]}).encode(), "five numbers g1..g5"),
         (json.dumps({**view.example_workload(), "compute_s": {}}).encode(), "no compute time for g3.8xlarge"),
         (b"\xff\xfe\x00", "not a text file"),
+        # Python's words before ("maximum recursion depth exceeded while decoding a JSON array")
+        (b"[" * 50_000 + b"]" * 50_000, "the workload nests JSON deeper than 64 levels"),
+        (b'{"param_mb": 1' + b"0" * 5000 + b"}", "the workload holds a number too long to read"),
     ],
 )
 def test_bad_workloads_are_one_clear_message(tmp_path, data, message):
