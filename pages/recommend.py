@@ -386,7 +386,7 @@ WORDS = {
     "see `stash models`, or give a user model as": "choose one from the Model list, or type a user model as",
     "batch_size: ": "Batch size per worker: ",  # the API's argument names as the form's fields
     "dataset_images: ": "Samples in one epoch: ", "budget_hours: ": "Time budget: ",
-    "epochs: ": "Epochs: ", "max_usd: ": "Cost limit: ",
+    "epochs: ": "Epochs: ", "max_usd: ": "Cost limit: ", "raise --budget-hours": "raise the time budget",
     "max_instances: ": "Most instances of one type: ",
     "workers_per_instance: ": "GPUs used per instance: ",
     "--optimizer-impl": "Optimizer implementation", "--optimizer": "Optimizer",  # the job's habits' fields

@@ -306,10 +306,15 @@ def infeasible_reason(options: pd.DataFrame, request: dict[str, Any], excluded: 
     if budget is not None and not priced["meets_time"].any():
         fastest = priced.sort_values("training_h").iloc[0]
         asked = request.get("workers_per_instance")
+        # more instances help only where several of one type could be evaluated (their network stall is
+        # predicted for a zoo model or a profile across machines, not for one known by a one-machine profile)
+        several = (options["instance_count"] > 1).any() or request.get("max_instances", 2) == 1
+        more = (" or allow more instances (--max-instances)" if several else
+                " (several instances of a type could not be evaluated: see those not evaluated)")  # fmt: skip
         return (
             f"no configuration finishes {work} within {budget:g} h: the fastest, {fastest['config']} "
             f"({fastest['source']}), needs {duration_words(fastest['training_h'] * 3600)}; raise "
-            "--budget-hours or allow more instances (--max-instances)"
+            f"--budget-hours{more}"
             + (", or use more GPUs of each (--workers-per-instance)" if isinstance(asked, int) else "")
         )
     in_time = priced[priced["meets_time"]]

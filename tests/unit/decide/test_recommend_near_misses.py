@@ -49,3 +49,19 @@ def test_the_same_accelerators_for_the_same_money_come_first_and_a_dearer_miss_s
 def test_no_more_than_five_options_are_explained():
     lines = _lines([_option(f"1 x o{n}", 1.0 + n / 10, 30.0 + n) for n in range(9)])
     assert len(lines) == 1 + 5
+
+
+def test_no_configuration_in_time_asks_for_more_instances_only_where_several_could_be_evaluated():
+    """A model known only by a one-machine profile: every 2-4 x configuration "network stall cannot be
+    predicted", and the advice was still "or allow more instances"."""
+    from stash_core.decide.recommend.explain import infeasible_reason
+
+    request = {**REQUEST, "model": "mynet", "batch_size": 32, "dataset_images": 1000, "budget_hours": 1.0,
+               "pricing": "on-demand", "max_instances": 4}  # fmt: skip
+    slow = {**BEST, "training_h": 160.0, "meets_time": False, "instance_count": 1}
+    alone = infeasible_reason(pd.DataFrame([slow]), request, ["2 x best: network stall cannot be predicted"])
+    assert "raise --budget-hours (several instances of a type could not be evaluated" in alone, alone
+    assert "--max-instances" not in alone
+    several = pd.DataFrame([slow, {**slow, "config": "2 x best", "instance_count": 2, "training_h": 90.0}])
+    assert "raise --budget-hours or allow more instances (--max-instances)" in infeasible_reason(
+        several, request, [])
