@@ -225,7 +225,7 @@ def options_meant(typed: list[str], known: Iterable[str]) -> list[str]:
     at most three."""
     options = sorted(option for option in known if option.startswith("--"))
     meant: list[str] = []
-    for word in (word.split("=", 1)[0] for word in typed if word.startswith("--")):
+    for word in (word.split("=", 1)[0] for word in typed if word.startswith("--") and word != "--"):
         starting = [option for option in options if option.startswith(word)]
         meant += starting or difflib.get_close_matches(word, options, n=1, cutoff=0.8)
     return list(dict.fromkeys(meant))[:3]

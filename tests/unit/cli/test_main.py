@@ -112,5 +112,8 @@ def test_an_abbreviated_option_is_refused_naming_the_options_it_starts(capsys) -
     status, said = _refusal(["runs", "--lim", "3"], capsys)
     assert status == 2 and "unrecognized arguments: --lim 3 (did you mean --limit?)" in said, said
     assert cli_main.parse_command([*recommend, "--budget-hours", "2"]).budget_hours == 2
+    from stash_core.cli.args import options_meant
+
+    assert options_meant(["--", "3"], ["--limit", "--db"]) == []  # the separator starts every option
 
 
