@@ -95,7 +95,7 @@ REFUSED = [
     ("schedule-delay-negative", _schedule(tuning="given", delay_s=-5), "delay_s"),
     ("schedule-out-is-db", lambda w: _schedule(out_dir=w["db"])(w), "is the database"),
     ("schedule-policy-unknown", _schedule(policies=["x"]), "unknown policy"),
-    ("spot-workload-empty", _plan(text=""), "not valid JSON"),
+    ("spot-workload-empty", _plan(text=""), "the workload is empty"),  # "not valid JSON" before
     ("spot-workload-list", _plan(text="[1, 2]"), "JSON object"),
     ("spot-workload-nan", _plan(text=WORKLOAD.replace('"a1": 0.1', '"a1": NaN')), "a1"),
     ("spot-workload-deep", _plan(text="[" * 100_000 + "]" * 100_000), "workload"),
