@@ -41,7 +41,8 @@ RESOLVE_HINT = (
     "(other load widens the intervals)"
 )
 _PART_TEXT = {
-    "within_noise": "{what} {seconds} s (within the noise, reported as 0)",
+    # the stall's own line says 0: the difference it leaves here is named as the stall's, not as its figure
+    "within_noise": "{what}'s difference {seconds} s (within the noise; {what} itself is reported as 0)",
     "gap": "{what} {seconds} s (a gap in the chain: the difference mixes several stalls)",
     "not_separable": "{what} {seconds} s (not separable)",
     "no_compute_run": "{what} {seconds} s (the first run measured, with no R0 to split it)",

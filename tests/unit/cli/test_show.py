@@ -113,7 +113,8 @@ def test_show_names_each_stall_within_the_noise_with_its_own_difference(tmp_path
     store.ingest_result(db, doc)
     assert main(["show", doc["run_id"], "--db", str(db)]) == 0
     out = capsys.readouterr().out
-    assert "cpu +0.0030 s (within the noise, reported as 0); disk +0.0010 s (within the noise" in out
+    assert ("cpu's difference +0.0030 s (within the noise; cpu itself is reported as 0); disk's difference "
+            "+0.0010 s (within the noise") in out  # "disk +0.0010 s (..., reported as 0)": which was it?
     assert "not split into named stalls" not in out
 
 
